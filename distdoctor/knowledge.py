@@ -1,0 +1,187 @@
+"""Load the knowledge base: reference entries (references/*.md) and the cause taxonomy.
+
+An entry is a `### <cause_id> — <title>` heading, a fenced ```yaml block (validated by
+schemas/entry.schema.json), then prose. Fenced ```text blocks in the prose are real error text;
+the nearest preceding line starting with `Source:` says where each came from.
+This module is the only reader of that format: diagnosis, validation and evals all go through it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from distdoctor import paths
+
+HEADING = re.compile(r"^### (?P<id>[a-z][a-z0-9_]*) — (?P<title>.+?)\s*$")
+FENCE = re.compile(r"^```(?P<info>[\w-]*)\s*$")
+
+
+class KnowledgeError(ValueError):
+    """A reference file that does not follow the entry format; the message names file and line."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    regex: str
+    proves: str
+    kind: str  # root | echo | hint
+    weight: float = 1.0
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        return _compile(self.regex)
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A block of real error text quoted in an entry, with its stated source."""
+
+    text: str
+    source: str | None
+    line: int
+
+
+@dataclass
+class Entry:
+    cause: str
+    title: str
+    file: Path
+    line: int
+    block: dict
+    prose: str
+    quotes: list[Quote] = field(default_factory=list)
+
+    @property
+    def patch(self) -> str | None:
+        return self.block.get("patch")
+
+    @property
+    def related(self) -> list[str]:
+        return list(self.block.get("related", []))
+
+    @property
+    def verify(self) -> str:
+        return self.block.get("verify", "")
+
+    @property
+    def signatures(self) -> list[Signature]:
+        return [Signature(s["regex"], s["proves"], s["kind"], float(s.get("weight", 1.0)))
+                for s in self.block.get("signatures", [])]
+
+    @property
+    def keywords(self) -> list[str]:
+        return list(self.block.get("keywords", []))
+
+    @property
+    def anchor(self) -> str:
+        """Relative link to this entry, e.g. references/backends.md#nccl_without_cuda."""
+        return f"{self.file.parent.name}/{self.file.name}#{self.cause}"
+
+    def section(self, name: str) -> str:
+        """The prose of a bold-labelled section (**Symptom**, **Fix**, ...), up to the next one."""
+        m = re.search(rf"^\*\*{re.escape(name)}\*\*[^\n]*\n(?P<body>.*?)(?=^\*\*[A-Z][^*\n]*\*\*|\Z)",
+                      self.prose, re.M | re.S)
+        return m.group("body").strip() if m else ""
+
+
+@lru_cache(maxsize=None)
+def _compile(regex: str) -> re.Pattern[str]:
+    return re.compile(regex)
+
+
+@lru_cache(maxsize=1)
+def entry_schema() -> dict:
+    return json.loads((paths.SCHEMAS / "entry.schema.json").read_text(encoding="utf-8"))
+
+
+def parse_file(path: Path) -> list[Entry]:
+    """Parse one references/*.md file into entries; raise KnowledgeError naming file:line."""
+    import jsonschema
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    entries: list[Entry] = []
+    i = 0
+    while i < len(lines):
+        m = HEADING.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        start = i
+        j = i + 1
+        while j < len(lines) and not lines[j].strip():
+            j += 1
+        if j >= len(lines) or lines[j].strip() != "```yaml":
+            raise KnowledgeError(f"{path}:{start + 1}: entry {m['id']!r} must be followed by a ```yaml block")
+        k = j + 1
+        while k < len(lines) and lines[k].strip() != "```":
+            k += 1
+        if k >= len(lines):
+            raise KnowledgeError(f"{path}:{j + 1}: unterminated ```yaml block of entry {m['id']!r}")
+        try:
+            block = yaml.safe_load("\n".join(lines[j + 1:k])) or {}
+        except yaml.YAMLError as exc:
+            raise KnowledgeError(f"{path}:{j + 1}: YAML of entry {m['id']!r}: {exc}".replace("\n", " ")) from exc
+        errors = sorted(jsonschema.Draft202012Validator(entry_schema()).iter_errors(block), key=lambda e: list(e.path))
+        if errors:
+            e = errors[0]
+            where = "/".join(str(p) for p in e.path) or "(block)"
+            raise KnowledgeError(f"{path}:{j + 1}: entry {m['id']!r} field {where}: {e.message}")
+        if block["cause"] != m["id"]:
+            raise KnowledgeError(f"{path}:{j + 1}: block cause {block['cause']!r} differs from heading id {m['id']!r}")
+        end = k + 1
+        while end < len(lines) and not lines[end].startswith("### ") and not lines[end].startswith("## "):
+            end += 1
+        prose_lines = lines[k + 1:end]
+        entries.append(Entry(m["id"], m["title"], path, start + 1, block, "\n".join(prose_lines),
+                             _quotes(prose_lines, k + 2)))
+        i = end
+    return entries
+
+
+def _quotes(prose: list[str], first_line: int) -> list[Quote]:
+    quotes: list[Quote] = []
+    source: str | None = None
+    i = 0
+    while i < len(prose):
+        line = prose[i]
+        if line.strip().lower().startswith("source:"):
+            source = line.strip()[len("source:"):].strip()
+        m = FENCE.match(line.strip())
+        if m:
+            j = i + 1
+            while j < len(prose) and prose[j].strip() != "```":
+                j += 1
+            if m["info"] == "text":
+                quotes.append(Quote("\n".join(prose[i + 1:j]), source, first_line + i))
+            i = j + 1
+            continue
+        i += 1
+    return quotes
+
+
+@lru_cache(maxsize=4)
+def load_entries(root: Path = paths.REFERENCES) -> tuple[Entry, ...]:
+    """All entries of references/*.md, in file order."""
+    out: list[Entry] = []
+    for md in sorted(Path(root).glob("*.md")):
+        out.extend(parse_file(md))
+    return tuple(out)
+
+
+def entries_by_cause(root: Path = paths.REFERENCES) -> dict[str, Entry]:
+    return {e.cause: e for e in load_entries(root)}
+
+
+def load_taxonomy(path: Path | None = None) -> dict[str, dict]:
+    """The cause vocabulary ({id: {summary, symptoms, patch}}), from ../shared/taxonomy.yaml."""
+    path = path or paths.taxonomy_path()
+    if path is None:
+        raise KnowledgeError("taxonomy.yaml not found: set DISTDOCTOR_TAXONOMY or keep ../shared/ beside the repo")
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    return dict(data["causes"])

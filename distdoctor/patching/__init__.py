@@ -1,0 +1,1 @@
+"""The patch engine: libcst codemods under patches/, applied safely to a repository."""

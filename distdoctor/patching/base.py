@@ -1,0 +1,58 @@
+"""The contract every patch module under patches/ fulfils.
+
+A patch module defines:
+  PATCH: PatchInfo                       -- metadata (id, cause, title, risk, env var, prefilter)
+  class Transformer(PatchCommand)        -- a libcst codemod; it calls self.record(node, what)
+  VALID: list[str]                       -- sources the patch must leave byte-identical
+  INVALID: list[tuple[str, str]]         -- (before, after) pairs the patch must produce exactly
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.metadata import PositionProvider
+
+
+@dataclass(frozen=True)
+class PatchInfo:
+    id: str
+    cause: str  # a cause id of ../shared/taxonomy.yaml
+    title: str  # one line
+    risk: str  # what could go wrong when this rewrite is applied
+    env_var: str | None = None  # the environment variable the rewrite introduces, if any
+    prefilter: tuple[str, ...] = ()  # a file is parsed only if it contains one of these substrings
+
+
+@dataclass(frozen=True)
+class Change:
+    line: int
+    patch: str
+    what: str
+
+
+@dataclass
+class PatchOptions:
+    env_prefix: str = "DISTDOCTOR"  # for <PREFIX>_FORCE_SDPA and similar switches
+
+
+class PatchCommand(VisitorBasedCodemodCommand):
+    """Base codemod: subclasses set INFO and call record() for each rewrite they make."""
+
+    INFO: PatchInfo
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, context: CodemodContext, options: PatchOptions | None = None) -> None:
+        super().__init__(context)
+        self.options = options or PatchOptions()
+        self.changes: list[Change] = context.scratch.setdefault("distdoctor_changes", [])
+
+    def record(self, node: cst.CSTNode, what: str) -> None:
+        """Note a rewrite at the (original) node's first line."""
+        try:
+            line = self.get_metadata(PositionProvider, node).start.line
+        except KeyError:
+            line = 0
+        self.changes.append(Change(line, self.INFO.id, what))

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Set up the project's environment (.venv, torch 2.13.0 CPU pinned) and run a task.
+#   bash scripts/dev.sh demo   patch the bundled broken example, then run it with torchrun (2 ranks, gloo)
+#   bash scripts/dev.sh test   run the test suite
+#   bash scripts/dev.sh setup  only create/refresh .venv
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import distdoctor, torch, libcst, yaml, jsonschema, pytest" 2>/dev/null; then
+  echo "[dev.sh] creating .venv and installing distdoctor[dev] (torch==2.13.0, CPU)" >&2
+  "$PY" -m venv .venv
+  .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
+  .venv/bin/pip install -q -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
+  .venv/bin/python -c "import distdoctor, torch, libcst, yaml, jsonschema, pytest" 
+fi
+task=${1:-test}; shift || true
+case "$task" in
+  setup) ;;
+  demo) exec .venv/bin/python scripts/demo.py "$@" ;;
+  test) exec .venv/bin/python -m pytest -q "$@" ;;
+  *) echo "usage: bash scripts/dev.sh demo|test|setup [args]" >&2; exit 2 ;;
+esac
