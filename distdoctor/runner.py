@@ -1,0 +1,54 @@
+"""Run a program for real under torchrun (gloo on CPU by default), with a timeout that kills every rank."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class RunResult:
+    cmd: list[str]
+    returncode: int | None  # None when it timed out
+    output: str  # stdout and stderr interleaved, as a user would see them
+    timed_out: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def torchrun_cmd(script: str | Path, nproc: int = 2, script_args: list[str] | tuple[str, ...] = (),
+                 launcher_args: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """`python -m torch.distributed.run --standalone --nproc_per_node=N [launcher args] script -- args`."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           *launcher_args, str(script)]
+    if script_args:
+        cmd += ["--", *script_args]
+    return cmd
+
+
+def run(cmd: list[str], timeout: float = 120, cwd: str | Path | None = None,
+        env: dict[str, str] | None = None) -> RunResult:
+    """Run cmd in its own process group; on timeout kill the whole group (all ranks and the agent)."""
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
+    proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True, text=True, errors="replace")
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return RunResult(cmd, proc.returncode, out, False)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return RunResult(cmd, None, out, True)
+
+
+def run_torchrun(script: str | Path, nproc: int = 2, script_args: list[str] | tuple[str, ...] = (),
+                 timeout: float = 120, cwd: str | Path | None = None, env: dict[str, str] | None = None,
+                 launcher_args: list[str] | tuple[str, ...] = ()) -> RunResult:
+    """Start `script` on `nproc` local ranks with torchrun --standalone and wait for all of them."""
+    return run(torchrun_cmd(script, nproc, script_args, launcher_args), timeout=timeout, cwd=cwd, env=env)
