@@ -100,11 +100,24 @@ def entry_schema() -> dict:
     return json.loads((paths.SCHEMAS / "entry.schema.json").read_text(encoding="utf-8"))
 
 
-def parse_file(path: Path) -> list[Entry]:
-    """Parse one references/*.md file into entries; raise KnowledgeError naming file:line."""
+def parse_file(path: Path, errors: list[KnowledgeError] | None = None) -> list[Entry]:
+    """Parse one references/*.md file into entries; raise KnowledgeError naming file:line.
+
+    With `errors` (a list), a malformed entry is appended there and skipped instead, so a
+    validator can report every bad entry of a file and still see the good ones.
+    """
+    return _parse_lines(path, path.read_text(encoding="utf-8").splitlines(), errors)
+
+
+def _next_heading(lines: list[str], i: int) -> int:
+    while i < len(lines) and not HEADING.match(lines[i]):
+        i += 1
+    return i
+
+
+def _parse_lines(path: Path, lines: list[str], errors: list[KnowledgeError] | None) -> list[Entry]:
     import jsonschema
 
-    lines = path.read_text(encoding="utf-8").splitlines()
     entries: list[Entry] = []
     i = 0
     while i < len(lines):
@@ -117,23 +130,49 @@ def parse_file(path: Path) -> list[Entry]:
         while j < len(lines) and not lines[j].strip():
             j += 1
         if j >= len(lines) or lines[j].strip() != "```yaml":
-            raise KnowledgeError(f"{path}:{start + 1}: entry {m['id']!r} must be followed by a ```yaml block")
+            err = KnowledgeError(f"{path}:{start + 1}: entry {m['id']!r} must be followed by a ```yaml block")
+            if errors is None:
+                raise err
+            errors.append(err)
+            i = _next_heading(lines, start + 1)
+            continue
         k = j + 1
         while k < len(lines) and lines[k].strip() != "```":
             k += 1
         if k >= len(lines):
-            raise KnowledgeError(f"{path}:{j + 1}: unterminated ```yaml block of entry {m['id']!r}")
+            err = KnowledgeError(f"{path}:{j + 1}: unterminated ```yaml block of entry {m['id']!r}")
+            if errors is None:
+                raise err
+            errors.append(err)
+            i = _next_heading(lines, start + 1)
+            continue
         try:
             block = yaml.safe_load("\n".join(lines[j + 1:k])) or {}
         except yaml.YAMLError as exc:
-            raise KnowledgeError(f"{path}:{j + 1}: YAML of entry {m['id']!r}: {exc}".replace("\n", " ")) from exc
-        errors = sorted(jsonschema.Draft202012Validator(entry_schema()).iter_errors(block), key=lambda e: list(e.path))
-        if errors:
-            e = errors[0]
+            err = KnowledgeError(f"{path}:{j + 1}: YAML of entry {m['id']!r}: {exc}".replace("\n", " "))
+            if errors is None:
+                raise err from exc
+            errors.append(err)
+            i = _next_heading(lines, start + 1)
+            continue
+        schema_errors = sorted(jsonschema.Draft202012Validator(entry_schema()).iter_errors(block),
+                               key=lambda e: list(e.path))
+        if schema_errors:
+            e = schema_errors[0]
             where = "/".join(str(p) for p in e.path) or "(block)"
-            raise KnowledgeError(f"{path}:{j + 1}: entry {m['id']!r} field {where}: {e.message}")
+            err = KnowledgeError(f"{path}:{j + 1}: entry {m['id']!r} field {where}: {e.message}")
+            if errors is None:
+                raise err
+            errors.append(err)
+            i = _next_heading(lines, start + 1)
+            continue
         if block["cause"] != m["id"]:
-            raise KnowledgeError(f"{path}:{j + 1}: block cause {block['cause']!r} differs from heading id {m['id']!r}")
+            err = KnowledgeError(f"{path}:{j + 1}: block cause {block['cause']!r} differs from heading id {m['id']!r}")
+            if errors is None:
+                raise err
+            errors.append(err)
+            i = _next_heading(lines, start + 1)
+            continue
         end = k + 1
         while end < len(lines) and not lines[end].startswith("### ") and not lines[end].startswith("## "):
             end += 1

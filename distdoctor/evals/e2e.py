@@ -1,0 +1,293 @@
+"""The closed loop: run a broken program for real, diagnose its real log, apply the chosen patch to a
+temporary copy, run again. A program passes only when the diagnosis names its cause AND the rerun
+finishes on every rank (each prints `DISTDOCTOR_OK rank=<r> ...`).
+
+The programs come from a manifest (evals/e2e.yaml):
+
+    programs:
+      - program: evals/programs/backend_nccl_cpu.py   # relative to the repository root
+        cause: nccl_without_cuda                      # what the diagnosis must name
+        args: []                                      # script arguments of the broken run
+        timeout: 60                                   # seconds per run (default 60)
+      - program: evals/programs/peer_shard_index.py
+        cause: peer_died_first
+        first_failure_rank: 1                         # the diagnosis must also name this rank
+        fix_args: [--shards, "2"]                     # no patch exists: the first failure's fix
+      - program: evals/programs/device_rank_cuda.py
+        cause: local_rank_device
+        log: tests/data/logs/field_invalid_ordinal.log  # cannot fail on CPU: diagnose this real log
+        log_note: "needs 2 GPUs"
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from distdoctor import paths
+from distdoctor.runner import run_torchrun
+
+MANIFEST = paths.ROOT / "evals" / "e2e.yaml"
+PATCH_CLI = paths.ROOT / "scripts" / "patch_backend.py"
+OK_LINE = re.compile(r"DISTDOCTOR_OK rank=(\d+)")
+NPROC = 2
+
+
+class ManifestError(ValueError):
+    """evals/e2e.yaml is malformed; the message names the entry and field."""
+
+
+@dataclass
+class Step:
+    name: str  # run | diagnose | patch | rerun
+    ok: bool | None  # None: skipped
+    detail: str
+    seconds: float = 0.0
+
+
+@dataclass
+class LoopResult:
+    program: str
+    cause: str
+    passed: bool
+    status: str  # passed | failed | skipped
+    steps: list[Step] = field(default_factory=list)
+    diagnosed: str | None = None
+    patches: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Entry:
+    program: str
+    cause: str
+    args: list[str]
+    timeout: float
+    first_failure_rank: int | None
+    fix_args: list[str] | None
+    log: str | None
+    log_note: str
+
+
+def load_manifest(path: Path = MANIFEST) -> list[Entry]:
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ManifestError(f"{path}: {exc}".replace("\n", " ")) from None
+    items = (data or {}).get("programs") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not items:
+        raise ManifestError(f"{path}: field programs: expected a non-empty list")
+    out = []
+    for i, it in enumerate(items):
+        where = f"{path}: programs[{i}]"
+        if not isinstance(it, dict):
+            raise ManifestError(f"{where}: expected a mapping")
+        for key in ("program", "cause"):
+            if not isinstance(it.get(key), str) or not it[key]:
+                raise ManifestError(f"{where}: field {key}: missing or not a string")
+        for key in ("args", "fix_args"):
+            v = it.get(key)
+            if v is not None and not (isinstance(v, list) and all(isinstance(a, (str, int)) for a in v)):
+                raise ManifestError(f"{where}: field {key}: expected a list of strings")
+        out.append(Entry(it["program"], it["cause"], [str(a) for a in it.get("args") or []],
+                         float(it.get("timeout", 60)), it.get("first_failure_rank"),
+                         None if it.get("fix_args") is None else [str(a) for a in it["fix_args"]],
+                         it.get("log"), str(it.get("log_note", ""))))
+    return out
+
+
+ENV_PREFIX = "DISTDOCTOR"  # --env-prefix given to patch_backend.py; switches a patch introduces are set on rerun
+
+
+@lru_cache(maxsize=1)
+def patch_catalog() -> tuple[dict, ...]:
+    """Every patch ({id, cause, env_var, ...}), from `patch_backend.py --list --json`."""
+    if not PATCH_CLI.is_file():
+        return ()
+    proc = subprocess.run([sys.executable, str(PATCH_CLI), "--list", "--json"], capture_output=True, text=True,
+                          timeout=120, cwd=paths.ROOT)
+    if proc.returncode != 0:
+        return ()
+    try:
+        items = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return ()
+    if isinstance(items, dict):
+        items = items.get("patches", [])
+    return tuple(p for p in items if isinstance(p, dict) and "id" in p and "cause" in p)
+
+
+def patches_for(cause: str) -> list[str]:
+    return [p["id"] for p in patch_catalog() if p["cause"] == cause]
+
+
+def switches_for(ids: list[str]) -> dict[str, str]:
+    """Environment switches the applied patches introduce (e.g. DISTDOCTOR_FORCE_SDPA=1), turned on for the rerun."""
+    out = {}
+    for p in patch_catalog():
+        if p["id"] in ids and p.get("env_var"):
+            out[str(p["env_var"]).replace("<PREFIX>", ENV_PREFIX)] = "1"
+    return out
+
+
+def apply_patches(directory: Path, ids: list[str]) -> tuple[bool, str]:
+    """Run `patch_backend.py DIR --only ids` (it writes in place); return (ok, its change lines)."""
+    cmd = [sys.executable, str(PATCH_CLI), str(directory), "--only", ",".join(ids), "--env-prefix", ENV_PREFIX,
+           "--quiet"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=paths.ROOT)
+    lines = [ln.strip().replace(str(directory) + "/", "") for ln in proc.stdout.splitlines() if ln.strip()]
+    report = "; ".join(lines)[:400]
+    if proc.returncode != 0:
+        return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]
+    return True, report or "(no change reported)"
+
+
+def finished_ranks(output: str) -> set[int]:
+    return {int(m.group(1)) for m in OK_LINE.finditer(output)}
+
+
+def last_error(output: str) -> str:
+    """The first exception line of a failed run that is not an echo (launcher summary, peer closed the
+    connection), else the last non-blank line: a one-line reason for the report."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    raised = [ln for ln in lines if re.search(r"\b\w*(Error|Exception)\b:", ln) and "ChildFailedError" not in ln]
+    roots = [ln for ln in raised if not re.search(r"Connection (closed|reset) by peer", ln)]
+    for group in (roots, raised):
+        if group:
+            return group[0][:200]
+    return lines[-1][:200] if lines else "(no output)"
+
+
+def _diagnose(log: str) -> dict:
+    from distdoctor.evals.responders import BuiltinResponder
+
+    return BuiltinResponder().diagnose(log)
+
+
+def _ffr(result: dict) -> int | None:
+    from distdoctor.evals.responders import _as_rank
+
+    return _as_rank(result.get("first_failure"))
+
+
+def run_entry(e: Entry, progress: bool = True, diagnose: Callable[[str], dict] | None = None) -> LoopResult:
+    """The four steps for one program; each is recorded, a failing step ends the loop early only when
+    nothing after it can run."""
+    def say(msg: str) -> None:
+        if progress:
+            print(f"[e2e] {Path(e.program).name}: {msg}", file=sys.stderr, flush=True)
+
+    res = LoopResult(e.program, e.cause, False, "failed")
+    src = paths.ROOT / e.program
+    if not src.is_file():
+        res.status = "skipped"
+        res.steps.append(Step("run", None, f"program {e.program} does not exist yet"))
+        say("skipped (program missing)")
+        return res
+
+    # 1. run the broken program (or read the real log when it cannot fail here)
+    t0 = time.monotonic()
+    if e.log:
+        log_path = paths.ROOT / e.log
+        if not log_path.is_file():
+            res.status = "skipped"
+            res.steps.append(Step("run", None, f"log {e.log} does not exist yet"))
+            return res
+        log = log_path.read_text(encoding="utf-8", errors="replace")
+        res.steps.append(Step("run", None, f"not run here ({e.log_note or 'cannot fail on this machine'}); "
+                                           f"diagnosing the real log {e.log}"))
+    else:
+        say("running broken program")
+        r = run_torchrun(src, NPROC, e.args, timeout=e.timeout, cwd=src.parent)
+        log = r.output
+        failed = not r.ok or len(finished_ranks(log)) < NPROC
+        how = "timed out" if r.timed_out else f"exit {r.returncode}"
+        res.steps.append(Step("run", failed, f"broken run {how}, {len(finished_ranks(log))}/{NPROC} ranks finished"
+                              + ("" if failed else " — it did NOT fail, nothing to fix"), time.monotonic() - t0))
+        if not failed:
+            return res
+
+    # 2. diagnose the real log
+    t0 = time.monotonic()
+    say("diagnosing")
+    try:
+        result = (diagnose or _diagnose)(log)
+    except Exception as exc:
+        res.steps.append(Step("diagnose", False, f"diagnosis raised {type(exc).__name__}: {exc}"[:300]))
+        return res
+    ranked = [c.get("id") for c in result.get("causes") or [] if isinstance(c, dict)]
+    res.diagnosed = ranked[0] if ranked else None
+    diag_ok = res.diagnosed == e.cause
+    detail = f"diagnosed {res.diagnosed or '(nothing)'} (expected {e.cause})"
+    if e.first_failure_rank is not None:
+        ffr = _ffr(result)
+        detail += f", first failure rank {ffr} (expected {e.first_failure_rank})"
+        diag_ok = diag_ok and ffr == e.first_failure_rank
+    res.steps.append(Step("diagnose", diag_ok, detail, time.monotonic() - t0))
+
+    # 3. apply the chosen patch (every patch of the diagnosed cause) to a temporary copy
+    with tempfile.TemporaryDirectory(prefix="distdoctor-e2e-") as tmp:
+        work = Path(tmp)
+        shutil.copy2(src, work / src.name)
+        for helper in src.parent.glob("_*.py"):
+            shutil.copy2(helper, work / helper.name)
+        args = list(e.args)
+        t0 = time.monotonic()
+        ids = patches_for(res.diagnosed) if res.diagnosed else []
+        res.patches = ids
+        if e.fix_args is not None:
+            args = list(e.fix_args)
+            res.steps.append(Step("patch", diag_ok, f"no code patch for {e.cause}: the first failure's fix, "
+                                                    f"rerun with {' '.join(args) or '(no args)'}"))
+        elif not ids:
+            res.steps.append(Step("patch", False, f"no patch for the diagnosed cause {res.diagnosed}"
+                                  + ("" if PATCH_CLI.is_file() else " (scripts/patch_backend.py missing)")))
+        else:
+            say(f"patching with {','.join(ids)}")
+            before = (work / src.name).read_bytes()
+            ok, report = apply_patches(work, ids)
+            changed = (work / src.name).read_bytes() != before
+            res.steps.append(Step("patch", ok and changed,
+                                  f"--only {','.join(ids)}: " + (report if changed else f"file unchanged ({report})"),
+                                  time.monotonic() - t0))
+
+        # 4. run again (pointless when no patch or fix could be applied)
+        if res.steps[-1].ok is False and e.fix_args is None:
+            res.steps.append(Step("rerun", None, "not run: nothing was patched"))
+            say("failed")
+            return res
+        t0 = time.monotonic()
+        say("rerunning")
+        env = switches_for(res.patches) if e.fix_args is None else {}
+        r = run_torchrun(work / src.name, NPROC, args, timeout=e.timeout, cwd=work, env=env)
+        done = finished_ranks(r.output)
+        rerun_ok = r.ok and done >= set(range(NPROC))
+        how = "timed out" if r.timed_out else f"exit {r.returncode}"
+        tail = "" if rerun_ok else " — " + last_error(r.output)
+        with_env = f" with {' '.join(f'{k}={v}' for k, v in env.items())}" if env else ""
+        res.steps.append(Step("rerun", rerun_ok, f"rerun{with_env} {how}, {len(done)}/{NPROC} ranks printed "
+                                                 f"DISTDOCTOR_OK{tail}",
+                              time.monotonic() - t0))
+    res.passed = diag_ok and rerun_ok and all(s.ok is not False for s in res.steps)
+    res.status = "passed" if res.passed else "failed"
+    say(res.status)
+    return res
+
+
+def run_loop(manifest: Path = MANIFEST, progress: bool = True,
+             diagnose: Callable[[str], dict] | None = None) -> list[LoopResult]:
+    """Every program of the manifest, in order; `diagnose` replaces the built-in diagnosis (tests only)."""
+    return [run_entry(e, progress, diagnose) for e in load_manifest(manifest)]

@@ -1,0 +1,129 @@
+"""Small libcst helpers shared by patch modules: name resolution, argument lookup, literals, tree walks."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import ParentNodeProvider, QualifiedNameProvider
+
+STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def qualified_names(visitor: cst.MetadataDependent, node: cst.CSTNode) -> set[str]:
+    """Fully qualified names of node (`dist.init_process_group` -> torch.distributed.init_process_group)."""
+    try:
+        return {q.name for q in visitor.get_metadata(QualifiedNameProvider, node, set())}
+    except KeyError:
+        return set()
+
+
+def is_call_to(visitor: cst.MetadataDependent, node: cst.CSTNode, names: frozenset[str] | set[str]) -> bool:
+    return isinstance(node, cst.Call) and bool(qualified_names(visitor, node.func) & names)
+
+
+def get_arg(call: cst.Call, name: str, pos: int | None = None) -> cst.Arg | None:
+    """The argument bound to parameter `name`, by keyword or (when pos is given) by position."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    if pos is not None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if len(positional) > pos and all(not a.star for a in call.args[: call.args.index(positional[pos])]):
+            return positional[pos]
+    return None
+
+
+def literal_text(node: cst.CSTNode) -> str | None:
+    """The text of a string literal; f-strings give their literal parts with `{}` for each field."""
+    if isinstance(node, cst.SimpleString):
+        try:
+            value = node.evaluated_value
+        except Exception:
+            return None
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.ConcatenatedString):
+        left, right = literal_text(node.left), literal_text(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, cst.FormattedString):
+        return "".join(p.value if isinstance(p, cst.FormattedStringText) else "{}" for p in node.parts)
+    return None
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under node (itself included), depth first."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+def strings_in(node: cst.CSTNode) -> Iterator[str]:
+    """Lower-cased text of every string literal under node (f-string fields as `{}`)."""
+    for sub in walk(node):
+        if isinstance(sub, (cst.SimpleString, cst.FormattedString)):
+            text = literal_text(sub)
+            if text is not None:
+                yield text.lower()
+
+
+def mentions_cuda(node: cst.CSTNode) -> bool:
+    """node uses torch.cuda, `.cuda(...)`, or a string literal naming cuda."""
+    for sub in walk(node):
+        if isinstance(sub, cst.Attribute) and sub.attr.value == "cuda":
+            return True
+        if isinstance(sub, cst.Name) and sub.value == "cuda":
+            return True
+        if isinstance(sub, (cst.SimpleString, cst.FormattedString)):
+            text = literal_text(sub)
+            if text is not None and "cuda" in text.lower():
+                return True
+    return False
+
+
+def ancestors(visitor: cst.MetadataDependent, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Parents of node from the nearest up to the Module."""
+    current = node
+    while True:
+        try:
+            current = visitor.get_metadata(ParentNodeProvider, current)
+        except KeyError:
+            return
+        yield current
+        if isinstance(current, cst.Module):
+            return
+
+
+def enclosing_statement(visitor: cst.MetadataDependent, node: cst.CSTNode) -> cst.BaseStatement | None:
+    for parent in ancestors(visitor, node):
+        if isinstance(parent, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return parent
+    return None
+
+
+def parenthesize(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """expr with parentheses when it would bind looser than an operand of `if`/`not`/`and`."""
+    if isinstance(expr, (cst.IfExp, cst.Lambda, cst.BooleanOperation, cst.NamedExpr)) and not expr.lpar:
+        return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return expr
+
+
+def assigned_names(stmt: cst.CSTNode) -> set[str]:
+    """Plain names bound by a simple statement line (`x = ...`, `x: T = ...`)."""
+    names: set[str] = set()
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return names
+    for small in stmt.body:
+        if isinstance(small, cst.Assign):
+            for target in small.targets:
+                if isinstance(target.target, cst.Name):
+                    names.add(target.target.value)
+        elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+            names.add(small.target.value)
+    return names
+
+
+def is_none(node: cst.CSTNode) -> bool:
+    return m.matches(node, m.Name("None"))

@@ -1,0 +1,336 @@
+"""Apply patch modules to source text, files and repositories: prefilter, rewrite, verify, diff, write.
+
+`patch_source` is the core (one parse, every selected patch in registry order). `process_file` adds
+the file-level safety (symlinks, binary, encoding, compile check, atomic write) and `patch_paths`
+walks repositories, optionally over a process pool.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import stat
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Callable, Iterable, Iterator, Sequence
+
+import libcst as cst
+from libcst.codemod import CodemodContext, SkipFile
+
+from distdoctor.patching.base import Change, PatchOptions
+
+BOM = "\ufeff"
+MAX_FILE_BYTES = 8 * 1024 * 1024
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "site-packages", "build", "dist", "node_modules",
+                       "__pycache__", ".tox", ".nox", ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+
+
+class PatchFailure(Exception):
+    """A patch raised while rewriting a file (a bug in the patch, reported with its id)."""
+
+    def __init__(self, patch_id: str, exc: BaseException) -> None:
+        super().__init__(f"patch {patch_id} failed: {type(exc).__name__}: {exc}")
+        self.patch_id = patch_id
+
+
+@dataclass
+class PatchResult:
+    new_source: str
+    changes: list[Change]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+def _registry() -> list[ModuleType]:
+    import patches
+
+    return patches.all_patches()
+
+
+def prefilter_strings(patch_modules: Iterable[ModuleType]) -> tuple[str, ...]:
+    """Union of the patches' prefilter substrings (empty tuple: some patch wants every file)."""
+    out: list[str] = []
+    for module in patch_modules:
+        if not module.PATCH.prefilter:
+            return ()
+        out += [s for s in module.PATCH.prefilter if s not in out]
+    return tuple(out)
+
+
+def _wanted(module: ModuleType, source: str) -> bool:
+    pre = module.PATCH.prefilter
+    return not pre or any(s in source for s in pre)
+
+
+def patch_source(source: str, patches: list[ModuleType] | None = None, options: PatchOptions | None = None,
+                 path: str = "<string>") -> PatchResult:
+    """Apply the patches' Transformers in registry order to one parse of `source`.
+
+    Returns `source` itself (the same object) and no changes when nothing applied. Raises
+    libcst.ParserSyntaxError for unparsable input and PatchFailure when a patch itself breaks.
+    """
+    selected = _registry() if patches is None else patches
+    active = [m for m in selected if _wanted(m, source)]
+    if not active:
+        return PatchResult(source, [])
+    bom = source.startswith(BOM)
+    text = source[1:] if bom else source
+    module = cst.parse_module(text)
+    changes: list[Change] = []
+    for patch in active:
+        context = CodemodContext(filename=path, full_module_name=None, scratch={})
+        try:
+            new_module = patch.Transformer(context, options).transform_module(module)
+        except SkipFile:
+            continue
+        except Exception as exc:
+            raise PatchFailure(patch.PATCH.id, exc) from exc
+        recorded = list(context.scratch.get("distdoctor_changes", []))
+        if new_module.code == module.code:
+            continue
+        changes += recorded or [Change(0, patch.PATCH.id, "rewrote code")]
+        module = new_module
+    new_text = module.code
+    if new_text == text:
+        return PatchResult(source, [])
+    return PatchResult((BOM if bom else "") + new_text, sorted(changes, key=lambda c: (c.line, c.patch)))
+
+
+def unified_diff(old: str, new: str, label: str) -> str:
+    """A `diff -u` style diff of two versions of one file, labelled a/<label> and b/<label>."""
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 fromfile=f"a/{label}", tofile=f"b/{label}")
+    out = []
+    for line in lines:
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+@dataclass
+class FileOutcome:
+    path: str
+    changes: list[Change] = field(default_factory=list)
+    diff: str = ""
+    error: str | None = None
+    written: bool = False
+
+
+def _check_output(new: str, path: str) -> str | None:
+    try:
+        cst.parse_module(new)
+        compile(new, path, "exec", dont_inherit=True)
+    except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
+        return f"patched output does not compile ({type(exc).__name__}: {str(exc).splitlines()[0]}); not written"
+    return None
+
+
+def _atomic_write(path: str, data: bytes, mode: int) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".distdoctor", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, stat.S_IMODE(mode))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def process_file(path: str, patch_ids: Sequence[str] | None = None, options: PatchOptions | None = None,
+                 write: bool = False, label: str | None = None) -> FileOutcome:
+    """Patch one file: report, and when `write` replace it atomically. Never raises for bad input."""
+    import patches as registry
+
+    label = label or path
+    outcome = FileOutcome(label)
+    try:
+        selected = registry.all_patches() if patch_ids is None else [registry.get(i) for i in patch_ids]
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            outcome.error = "symbolic link, not followed"
+            return outcome
+        if not stat.S_ISREG(st.st_mode):
+            outcome.error = "not a regular file"
+            return outcome
+        if st.st_size > MAX_FILE_BYTES:
+            outcome.error = f"file too large ({st.st_size} bytes > {MAX_FILE_BYTES})"
+            return outcome
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        outcome.error = f"unreadable: {exc.strerror or exc}"
+        return outcome
+    needles = prefilter_strings(selected)
+    if needles and not any(n.encode() in data for n in needles):
+        return outcome
+    if b"\0" in data:
+        outcome.error = "binary file (contains NUL bytes)"
+        return outcome
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        outcome.error = f"not UTF-8 (invalid byte at offset {exc.start})"
+        return outcome
+    try:
+        result = patch_source(source, selected, options, path=path)
+    except cst.ParserSyntaxError as exc:
+        outcome.error = f"syntax error at line {exc.raw_line}, column {exc.raw_column}: {exc.message}"
+        return outcome
+    except (PatchFailure, RecursionError) as exc:
+        outcome.error = str(exc)
+        return outcome
+    if not result.changed:
+        return outcome
+    problem = _check_output(result.new_source, path)
+    if problem:
+        outcome.error = problem
+        return outcome
+    outcome.changes = result.changes
+    outcome.diff = unified_diff(source, result.new_source, label)
+    if write:
+        if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+            outcome.error = "read-only file; not written"
+            return outcome
+        try:
+            now = os.lstat(path)
+            if (now.st_mtime_ns, now.st_size) != (st.st_mtime_ns, st.st_size):
+                outcome.error = "file changed while it was being patched; not written"
+                return outcome
+            _atomic_write(path, result.new_source.encode("utf-8"), st.st_mode)
+            outcome.written = True
+        except OSError as exc:
+            outcome.error = f"cannot write: {exc.strerror or exc}; not written"
+    return outcome
+
+
+def _has_venv_marker(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "pyvenv.cfg"))
+
+
+def iter_python_files(root: str) -> Iterator[tuple[str, str | None]]:
+    """Yield (path, error) for every *.py file under root (a file or directory), skipping
+    virtualenvs, VCS and build folders; symlinks are yielded with an error and never followed."""
+    if os.path.islink(root):
+        yield root, "symbolic link, not followed"
+        return
+    if not os.path.exists(root):
+        yield root, "no such file or directory"
+        return
+    if os.path.isfile(root):
+        yield (root, None) if root.endswith(".py") else (root, "not a Python file (*.py)")
+        return
+    if not os.path.isdir(root):
+        yield root, "not a regular file or directory"
+        return
+    for directory, dirnames, filenames in os.walk(root, followlinks=False, onerror=None):
+        keep = []
+        for name in sorted(dirnames):
+            full = os.path.join(directory, name)
+            if name in SKIP_DIRS or _has_venv_marker(full):
+                continue
+            if os.path.islink(full):
+                yield full, "symbolic link, not followed"
+                continue
+            keep.append(name)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            if not name.endswith(".py"):
+                continue
+            full = os.path.join(directory, name)
+            yield (full, "symbolic link, not followed") if os.path.islink(full) else (full, None)
+
+
+def default_env_prefix(path: str) -> str:
+    """The repo's package name upper-cased, non-alphanumerics as `_` (nanochat/ -> NANOCHAT)."""
+    p = Path(path).resolve()
+    if p.is_file():
+        p = p.parent
+    if (p / "__init__.py").is_file():
+        while (p.parent / "__init__.py").is_file():
+            p = p.parent
+        name = p.name
+    else:
+        ignore = {"tests", "test", "scripts", "examples", "docs", "benchmarks", "tools"}
+        try:
+            packages = sorted(d.name for d in p.iterdir() if d.is_dir() and not d.is_symlink()
+                              and (d / "__init__.py").is_file() and d.name not in ignore
+                              and not d.name.startswith((".", "_")))
+        except OSError:
+            packages = []
+        name = packages[0] if len(packages) == 1 else p.name
+    prefix = re.sub(r"[^A-Za-z0-9]", "_", name).upper().strip("_")
+    if not prefix:
+        return "DISTDOCTOR"
+    return "_" + prefix if prefix[0].isdigit() else prefix
+
+
+@dataclass
+class Task:
+    path: str
+    label: str
+    options: PatchOptions
+
+
+def _run_task(args: tuple[Task, tuple[str, ...] | None, bool]) -> FileOutcome:
+    task, patch_ids, write = args
+    return process_file(task.path, patch_ids, task.options, write=write, label=task.label)
+
+
+def collect_tasks(roots: Sequence[str], env_prefix: str | None = None) -> tuple[list[Task], list[FileOutcome]]:
+    """Every file to process (deduplicated) and the paths that are refused up front."""
+    tasks: list[Task] = []
+    refused: list[FileOutcome] = []
+    seen: set[str] = set()
+    for root in roots:
+        options = PatchOptions(env_prefix=env_prefix or (default_env_prefix(root) if os.path.exists(root)
+                                                         else "DISTDOCTOR"))
+        for path, error in iter_python_files(root):
+            if error:
+                refused.append(FileOutcome(path, error=error))
+                continue
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            tasks.append(Task(path, path, options))
+    return tasks, refused
+
+
+def patch_paths(roots: Sequence[str], patch_ids: Sequence[str] | None = None, write: bool = False,
+                jobs: int = 1, env_prefix: str | None = None,
+                progress: Callable[[int, int], None] | None = None) -> list[FileOutcome]:
+    """Process every *.py file under roots; outcomes in walk order (refused paths first)."""
+    tasks, outcomes = collect_tasks(roots, env_prefix)
+    ids = tuple(patch_ids) if patch_ids is not None else None
+    work = [(t, ids, write) for t in tasks]
+    done = 0
+    if jobs > 1 and len(work) > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for outcome in pool.map(_run_task, work, chunksize=max(1, min(32, len(work) // (jobs * 4) or 1))):
+                outcomes.append(outcome)
+                done += 1
+                if progress:
+                    progress(done, len(work))
+    else:
+        for item in work:
+            outcomes.append(_run_task(item))
+            done += 1
+            if progress:
+                progress(done, len(work))
+    return outcomes
+
+
+def _stderr_progress(done: int, total: int) -> None:
+    if total >= 50 and (done % 100 == 0 or done == total):
+        print(f"[patch] {done}/{total} files", file=sys.stderr, flush=True)

@@ -1,0 +1,48 @@
+"""Registry of the patches: every module of this package that defines PATCH and Transformer.
+
+Modules are discovered with pkgutil, so adding a patch never means editing this file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import lru_cache
+from types import ModuleType
+
+
+@lru_cache(maxsize=None)
+def _discover() -> tuple[ModuleType, ...]:
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        try:
+            module = importlib.import_module(f"{__name__}.{info.name}")
+        except Exception as exc:  # a broken patch module must be named, not silently dropped
+            raise ImportError(f"patches/{info.name}.py cannot be imported: {type(exc).__name__}: {exc}") from exc
+        if hasattr(module, "PATCH") and hasattr(module, "Transformer"):
+            found.append(module)
+    return tuple(sorted(found, key=lambda m: m.PATCH.id))
+
+
+def all_patches() -> list[ModuleType]:
+    """Every patch module, sorted by PATCH.id (the order the engine applies them in)."""
+    return list(_discover())
+
+
+def ids() -> list[str]:
+    return [m.PATCH.id for m in _discover()]
+
+
+def get(patch_id: str) -> ModuleType:
+    """The patch module whose PATCH.id is patch_id; KeyError naming the known ids otherwise."""
+    for module in _discover():
+        if module.PATCH.id == patch_id:
+            return module
+    raise KeyError(f"unknown patch {patch_id!r} (known: {', '.join(ids())})")
+
+
+def for_cause(cause: str) -> list[ModuleType]:
+    """The patch for a cause: every module whose PATCH.cause is that cause, in registry order."""
+    return [m for m in _discover() if m.PATCH.cause == cause]

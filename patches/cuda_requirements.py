@@ -1,0 +1,152 @@
+"""Turn hard CUDA requirements (asserts, exits, `% device_count()`) into branches that let a CPU run go on."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
+
+from distdoctor.patching.base import PatchCommand, PatchInfo
+from distdoctor.patching.cstutil import ancestors, literal_text, parenthesize, qualified_names, walk
+
+PATCH = PatchInfo(
+    id="cuda_requirements",
+    cause="nccl_without_cuda",
+    title="CUDA-only asserts, exits and `rank % torch.cuda.device_count()` become CPU branches (warn and go on)",
+    risk="A job that must not run without GPUs now runs on the CPU after a warning instead of stopping; checks "
+         "inside an explicit `device == \"cuda\"` branch are kept.",
+    env_var=None,
+    prefilter=("is_available", "device_count", "gpu", "GPU"),
+)
+
+AVAILABLE = frozenset({"torch.cuda.is_available", "torch.accelerator.is_available"})
+COUNT = frozenset({"torch.cuda.device_count", "torch.accelerator.device_count"})
+EXITS = frozenset({"sys.exit", "builtins.exit", "builtins.quit", "os._exit", "exit", "quit"})
+DEFAULT_MESSAGE = "no CUDA GPU available: continuing on the CPU"
+
+
+class Transformer(PatchCommand):
+    """Replace `assert cuda`, `if no gpu: exit/raise` and `x % torch.cuda.device_count()` with CPU-safe code."""
+
+    INFO = PATCH
+    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider)
+
+    def __init__(self, context, options=None) -> None:
+        super().__init__(context, options)
+        self.lines: dict[int, cst.BaseStatement] = {}  # original statement line -> replacement
+        self.exprs: dict[int, cst.BaseExpression] = {}
+        self.needs_warnings = False
+
+    # ---- what counts as a GPU check ----
+    def _is_gpu_call(self, node: cst.CSTNode, names: frozenset[str]) -> bool:
+        if not isinstance(node, cst.Call):
+            return False
+        if qualified_names(self, node.func) & names:
+            return True
+        func = node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        return isinstance(name, str) and ("gpu" in name.lower())
+
+    def _needs_gpu(self, test: cst.BaseExpression) -> bool:
+        """test is true only with a GPU: cuda available, enough devices, a *gpu* helper."""
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            return self._needs_gpu(test.left) or self._needs_gpu(test.right)
+        if self._is_gpu_call(test, AVAILABLE | COUNT):
+            return True
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            op = test.comparisons[0].operator
+            if isinstance(op, (cst.GreaterThan, cst.GreaterThanEqual)) and self._counts_gpus(test.left):
+                return True
+            if isinstance(op, (cst.LessThan, cst.LessThanEqual)) and self._counts_gpus(test.comparisons[0].comparator):
+                return True
+        return False
+
+    def _no_gpu(self, test: cst.BaseExpression) -> bool:
+        """test is true when there is no (or not enough) GPU."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._needs_gpu(test.expression)
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            return self._no_gpu(test.left) or self._no_gpu(test.right)
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            if isinstance(target.operator, (cst.LessThan, cst.LessThanEqual, cst.Equal)) and self._counts_gpus(test.left):
+                return True
+            if isinstance(target.operator, (cst.GreaterThan, cst.GreaterThanEqual)) and self._counts_gpus(target.comparator):
+                return True
+        return False
+
+    def _counts_gpus(self, node: cst.CSTNode) -> bool:
+        if self._is_gpu_call(node, COUNT):
+            return True
+        return isinstance(node, cst.Name) and "gpu" in node.value.lower()
+
+    def _in_cuda_branch(self, node: cst.CSTNode) -> bool:
+        """node sits in a branch the user keyed on CUDA explicitly (`if device == "cuda":`)."""
+        for parent in ancestors(self, node):
+            if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(parent, cst.If) and any(
+                    (literal_text(s) or "").lower().startswith("cuda") for s in walk(parent.test)
+                    if isinstance(s, (cst.SimpleString, cst.FormattedString))):
+                return True
+        return False
+
+    # ---- planning ----
+    def _warn(self, message: cst.BaseExpression | None) -> cst.SimpleStatementLine:
+        self.needs_warnings = True
+        msg = message if message is not None else cst.SimpleString(f'"{DEFAULT_MESSAGE}"')
+        call = cst.Call(func=cst.parse_expression("warnings.warn"), args=[cst.Arg(value=msg)])
+        return cst.SimpleStatementLine(body=[cst.Expr(value=call)])
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        if len(node.body) != 1 or self._in_cuda_branch(node):
+            return
+        small = node.body[0]
+        if isinstance(small, cst.Assert) and self._needs_gpu(small.test):
+            inner = small.test
+            if isinstance(inner, cst.Comparison) and not inner.lpar:
+                inner = inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            test = cst.UnaryOperation(operator=cst.Not(), expression=parenthesize(inner))
+            self.lines[id(node)] = cst.If(test=test, body=cst.IndentedBlock(body=[self._warn(small.msg)]),
+                                          leading_lines=node.leading_lines)
+            self.record(node, "assert on CUDA -> warning, the run goes on on the CPU")
+
+    def visit_If(self, node: cst.If) -> None:
+        if not self._no_gpu(node.test) or not isinstance(node.body, cst.IndentedBlock) or self._in_cuda_branch(node):
+            return
+        for stmt in node.body.body:
+            if not m.matches(stmt, m.SimpleStatementLine(body=[m.OneOf(m.Raise(), m.Expr(value=m.Call()))])):
+                continue
+            small = stmt.body[0]
+            if isinstance(small, cst.Raise):
+                exc = small.exc
+                message = exc.args[0].value if isinstance(exc, cst.Call) and exc.args else None
+            elif qualified_names(self, small.value.func) & EXITS or m.matches(
+                    small.value.func, m.Name("exit") | m.Name("quit")):
+                args = small.value.args
+                message = args[0].value if args and literal_text(args[0].value) is not None else None
+            else:
+                continue
+            self.lines[id(stmt)] = self._warn(message).with_changes(leading_lines=stmt.leading_lines)
+            self.record(stmt, "exit when no GPU -> warning, the run goes on on the CPU")
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Modulo) and self._is_gpu_call(node.right, COUNT) and \
+                qualified_names(self, node.right.func) & COUNT:
+            self.exprs[id(node.right)] = cst.Call(func=cst.Name("max"), args=[
+                cst.Arg(value=node.right, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                cst.Arg(value=cst.Integer("1"))])
+            self.record(node, "x % device_count() -> x % max(device_count(), 1) (no ZeroDivisionError on CPU)")
+
+    # ---- rewriting ----
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        return self.lines.get(id(original_node), updated_node)
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        return self.exprs.get(id(original_node), updated_node)
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        if self.needs_warnings and self.lines:
+            AddImportsVisitor.add_needed_import(self.context, "warnings")
+        return updated_node

@@ -1,0 +1,474 @@
+"""Start the process group with gloo when the run has no CUDA, and keep NCCL (and its set-up) for CUDA runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider, ScopeProvider
+
+from distdoctor.patching.base import PatchCommand, PatchInfo
+from distdoctor.patching.cstutil import (
+    ancestors, assigned_names, enclosing_statement, get_arg, is_call_to, literal_text, mentions_cuda, parenthesize,
+    qualified_names, walk,
+)
+
+PATCH = PatchInfo(
+    id="gloo_backend",
+    cause="nccl_without_cuda",
+    title="Use gloo for process groups when the run has no CUDA; keep NCCL, device_id= and set_device for CUDA runs",
+    risk="A CUDA run that silently falls back to gloo is slow; the condition keys on the run's device where the "
+         "code has one, else on torch.cuda.is_available(), so a GPU run still gets NCCL.",
+    env_var=None,
+    prefilter=("nccl", "NCCL"),
+)
+
+# function -> position of its `backend` parameter
+TARGETS = {
+    "torch.distributed.init_process_group": 0,
+    "torch.distributed.distributed_c10d.init_process_group": 0,
+    "torch.distributed.new_group": 2,
+    "torch.distributed.distributed_c10d.new_group": 2,
+}
+NCCL_ONLY_KWARGS = ("device_id", "pg_options")
+SET_DEVICE = {"torch.cuda.set_device"}
+TORCH_DEVICE = {"torch.device"}
+NCCL, ALT, NEUTRAL, UNKNOWN = "nccl", "alt", "neutral", "unknown"
+
+
+@dataclass
+class _Wrap:
+    stmts: set[int]  # ids of the original statements kept to the CUDA branch
+    cond: str
+    else_assign: bool  # give the assigned names a CPU value in an else branch
+
+
+@dataclass
+class _Index:
+    """Values that can flow into a backend read from an attribute (`args.backend`, `self.backend`) or
+    passed as a keyword argument; names are resolved through scopes instead."""
+
+    names: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    attrs: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    returns: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+
+    def add(self, table: dict[str, list[cst.BaseExpression]], key: str, value: cst.BaseExpression) -> None:
+        table.setdefault(key, []).append(value)
+
+
+def _build_index(module: cst.Module) -> _Index:
+    index = _Index()
+    current_def: list[str] = []
+
+    class Collector(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            current_def.append(node.name.value)
+
+        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+            current_def.pop()
+
+        def visit_Return(self, node: cst.Return) -> None:
+            if current_def and node.value is not None:
+                index.add(index.returns, current_def[-1], node.value)
+
+        def visit_Param(self, node: cst.Param) -> None:
+            if node.default is not None:
+                index.add(index.attrs, node.name.value, node.default)
+
+        def _target(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+            if isinstance(target, cst.Name):
+                index.add(index.attrs, target.value, value)
+            elif isinstance(target, cst.Attribute):
+                index.add(index.attrs, target.attr.value, value)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                self._target(target.target, node.value)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if node.value is not None:
+                self._target(node.target, node.value)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            fname = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+            if fname in ("init_process_group", "new_group"):
+                return
+            kwargs = {a.keyword.value: a.value for a in node.args if a.keyword is not None}
+            if fname == "add_argument" and "default" in kwargs:
+                dest = kwargs.get("dest")
+                dest_name = literal_text(dest) if dest is not None else None
+                for arg in node.args:
+                    text = literal_text(arg.value) if arg.keyword is None else None
+                    if text and text.startswith("--") and dest_name is None:
+                        dest_name = text[2:].replace("-", "_")
+                if dest_name:
+                    index.add(index.attrs, dest_name, kwargs["default"])
+                return
+            for key, value in kwargs.items():
+                index.add(index.names, key, value)
+                index.add(index.attrs, key, value)
+
+    module.visit(Collector())
+    return index
+
+
+def _literal_kind(text: str) -> str:
+    low = text.lower()
+    if "nccl" in low:
+        return NCCL
+    if any(b in low for b in ("gloo", "mpi", "ucc", "xccl", "hccl")):
+        return ALT
+    return NEUTRAL
+
+
+def _combine(kinds: set[str]) -> str:
+    if ALT in kinds:
+        return ALT
+    if NCCL in kinds:
+        return NCCL
+    return UNKNOWN
+
+
+def _with_quote(like: cst.BaseExpression | None, text: str) -> cst.SimpleString:
+    quote = "'" if isinstance(like, cst.SimpleString) and like.value.lstrip("rRbBuU").startswith("'") else '"'
+    return cst.SimpleString(f"{quote}{text}{quote}")
+
+
+def _strip_args(call: cst.Call, drop: tuple[str, ...]) -> cst.Call:
+    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value in drop)]
+    if args and len(args) != len(call.args):
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=args)
+
+
+class _ReplaceNode(cst.CSTTransformer):
+    def __init__(self, target: cst.CSTNode, build) -> None:
+        super().__init__()
+        self.target, self.build = target, build
+
+    def on_leave(self, original_node, updated_node):
+        return self.build(updated_node) if original_node is self.target else updated_node
+
+
+class Transformer(PatchCommand):
+    """Rewrite NCCL process-group starts so that runs without CUDA use gloo."""
+
+    INFO = PATCH
+    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider, ScopeProvider)
+
+    def __init__(self, context, options=None) -> None:
+        super().__init__(context, options)
+        self.index = _Index()
+        self.arg_edits: dict[int, cst.Arg] = {}
+        self.if_edits: dict[int, tuple[cst.BaseExpression, list[cst.BaseStatement]]] = {}
+        self.wraps: dict[int, list[_Wrap]] = {}
+        self.torch_bound = False
+        self.needs_torch = False
+
+    # ---- analysis (original tree) ----
+    def visit_Module(self, node: cst.Module) -> None:
+        self.index = _build_index(node)
+        for stmt in node.body:
+            if m.matches(stmt, m.SimpleStatementLine(body=[m.Import()])):
+                for alias in stmt.body[0].names:
+                    if alias.asname is None and (cst.helpers.get_full_name_for_node(alias.name) or "").split(".")[0] == "torch":
+                        self.torch_bound = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = qualified_names(self, node.func) & TARGETS.keys()
+        if not names:
+            return
+        arg = get_arg(node, "backend", TARGETS[next(iter(names))])
+        if arg is None or self._classify(arg.value) != NCCL:
+            return
+        chain_has_gloo = False
+        cuda_if: cst.If | None = None
+        child: cst.CSTNode = node
+        for parent in ancestors(self, node):
+            if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(parent, cst.If):
+                if any(s == "gloo" or "gloo" in s for s in self._strings(self._chain_top(parent))):
+                    chain_has_gloo = True
+                if cuda_if is None and child is parent.body and self._cpu_test(parent.test) is not None:
+                    cuda_if = parent
+            child = parent
+        if chain_has_gloo:
+            return
+        if cuda_if is not None:
+            self._plan_cpu_branch(cuda_if, node, arg)
+        else:
+            self._plan_inline(node, arg)
+
+    def _strings(self, node: cst.CSTNode) -> list[str]:
+        return [t.lower() for t in (literal_text(s) for s in walk(node)
+                                     if isinstance(s, (cst.SimpleString, cst.FormattedString))) if t is not None]
+
+    def _chain_top(self, node: cst.If) -> cst.If:
+        top = node
+        for parent in ancestors(self, node):
+            if isinstance(parent, cst.If) and parent.orelse is top:
+                top = parent
+            else:
+                break
+        return top
+
+    def _classify(self, expr: cst.BaseExpression, depth: int = 0) -> str:
+        if depth > 5:
+            return UNKNOWN
+        text = literal_text(expr)
+        if text is not None:
+            return _literal_kind(text)
+        if isinstance(expr, cst.IfExp):
+            kinds = {self._classify(expr.body, depth + 1), self._classify(expr.orelse, depth + 1)}
+            return _combine(kinds)
+        if isinstance(expr, cst.BooleanOperation):
+            return _combine({self._classify(expr.left, depth + 1), self._classify(expr.right, depth + 1)})
+        if isinstance(expr, cst.Attribute) and expr.attr.value in ("NCCL", "GLOO"):
+            return NCCL if expr.attr.value == "NCCL" else ALT
+        values: list[cst.BaseExpression | None] = []
+        if isinstance(expr, cst.Name):
+            values = self._name_values(expr)
+        elif isinstance(expr, cst.Attribute):
+            values = self.index.attrs.get(expr.attr.value, [])
+        elif isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Name):
+                values = list(self.index.returns.get(func.value, []))
+            values += [a.value for a in expr.args]
+        elif isinstance(expr, cst.Subscript):
+            values = [expr.value]
+        return _combine({UNKNOWN if v is None else self._classify(v, depth + 1) for v in values if v is not expr})
+
+    def _name_values(self, name: cst.Name) -> list[cst.BaseExpression | None]:
+        """What a name can hold where it is read: its assignments in scope, or a parameter's default and
+        the keyword arguments passed for it."""
+        try:
+            scope = self.get_metadata(ScopeProvider, name)
+        except KeyError:
+            return []
+        if scope is None:
+            return []
+        values: list[cst.BaseExpression | None] = []
+        for assignment in scope[name.value]:
+            node = getattr(assignment, "node", None)
+            if isinstance(node, cst.Param):
+                if node.default is not None:
+                    values.append(node.default)
+                values += self.index.names.get(name.value, [])
+                continue
+            parent = self.get_metadata(ParentNodeProvider, node, None) if node is not None else None
+            if isinstance(parent, cst.AssignTarget):
+                parent = self.get_metadata(ParentNodeProvider, parent, None)
+            if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is not None:
+                values.append(parent.value)
+            else:
+                values.append(None)
+        return values
+
+    # ---- the run's device ----
+    def _cond(self, stmt: cst.BaseStatement) -> str:
+        """`device_type == "cuda"` / `"cuda" in str(device)` when the code set the run's device before
+        this statement; otherwise torch.cuda.is_available()."""
+        seen: dict[str, bool] = {}
+        child: cst.CSTNode = stmt
+        for parent in ancestors(self, stmt):
+            if isinstance(parent, (cst.IndentedBlock, cst.Module)):
+                body = list(parent.body)
+                if child in body:
+                    for sibling in body[: body.index(child)]:
+                        if child is stmt and self._is_cuda_setup(sibling):
+                            continue  # kept to the CUDA branch by this patch: not the run's device
+                        for name in assigned_names(sibling):
+                            seen[name] = True
+            if isinstance(parent, cst.FunctionDef):
+                for param in (*parent.params.params, *parent.params.kwonly_params, *parent.params.posonly_params):
+                    seen[param.name.value] = True
+                break
+            if isinstance(parent, cst.ClassDef):
+                break
+            child = parent
+        if "device_type" in seen:
+            return 'device_type == "cuda"'
+        if "device" in seen:
+            return '"cuda" in str(device)'
+        self.needs_torch = True
+        return "torch.cuda.is_available()"
+
+    def _cpu_test(self, test: cst.BaseExpression) -> cst.BaseExpression | None:
+        """For a test that selects CUDA, the test that selects the CPU instead; None otherwise."""
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            left = self._cpu_test(test.left)
+            if left is not None:
+                return test.with_changes(left=left)
+            right = self._cpu_test(test.right)
+            return test.with_changes(right=right) if right is not None else None
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            if isinstance(target.operator, cst.Equal):
+                if (literal_text(target.comparator) or "").lower() == "cuda":
+                    return test.with_changes(comparisons=[target.with_changes(
+                        comparator=_with_quote(target.comparator, "cpu"))])
+                if (literal_text(test.left) or "").lower() == "cuda":
+                    return test.with_changes(left=_with_quote(test.left, "cpu"))
+            if isinstance(target.operator, cst.In) and (literal_text(test.left) or "").lower() == "cuda":
+                return test.with_changes(comparisons=[target.with_changes(operator=cst.NotIn())])
+            return None
+        if isinstance(test, cst.Call):
+            if qualified_names(self, test.func) & {"torch.cuda.is_available"} or (
+                    m.matches(test.func, m.Attribute(attr=m.Name("startswith")))
+                    and test.args and (literal_text(test.args[0].value) or "").lower() == "cuda"):
+                return cst.UnaryOperation(operator=cst.Not(), expression=test)
+        return None
+
+    # ---- planning ----
+    def _gloo_call(self, call: cst.Call, position: int) -> cst.Call:
+        new_args = [a.with_changes(value=_with_quote(a.value, "gloo")) if i == position else a
+                    for i, a in enumerate(call.args)]
+        return _strip_args(call.with_changes(args=new_args), NCCL_ONLY_KWARGS)
+
+    def _plan_cpu_branch(self, cuda_if: cst.If, call: cst.Call, arg: cst.Arg) -> None:
+        if not isinstance(cuda_if.body, cst.IndentedBlock):
+            return
+        end = cuda_if
+        while isinstance(end.orelse, cst.If):
+            end = end.orelse
+        if id(end) in self.if_edits:
+            return
+        else_body: list[cst.BaseStatement] = []
+        if isinstance(end.orelse, cst.Else):
+            block = end.orelse.body
+            else_body = list(block.body) if isinstance(block, cst.IndentedBlock) else [
+                cst.SimpleStatementLine(body=list(block.body))]
+        body = list(else_body)
+        for stmt in cuda_if.body.body:
+            if any(sub is call for sub in walk(stmt)):
+                position = list(call.args).index(arg)
+                body.append(stmt.visit(_ReplaceNode(call, lambda updated: self._gloo_call(updated, position))))
+            elif not mentions_cuda(stmt):
+                body.append(stmt)
+            elif not else_body and self._cuda_value_assign(stmt):
+                body.append(self._cpu_assign(stmt))
+        test = self._cpu_test(cuda_if.test)
+        self.if_edits[id(end)] = (test, body)
+        self.record(call, f"added a CPU branch `elif {cst.Module([]).code_for_node(test)}:` that starts gloo")
+
+    def _plan_inline(self, call: cst.Call, arg: cst.Arg) -> None:
+        stmt = enclosing_statement(self, call)
+        if stmt is None:
+            return
+        cond = self._cond(stmt)
+        old = cst.Module([]).code_for_node(arg.value)
+        new_value = cst.IfExp(test=cst.parse_expression(cond), body=parenthesize(arg.value),
+                              orelse=_with_quote(arg.value, "gloo"))
+        self.arg_edits[id(arg)] = arg.with_changes(value=new_value)
+        for other in call.args:
+            if other.keyword is not None and other.keyword.value in NCCL_ONLY_KWARGS:
+                self.arg_edits[id(other)] = other.with_changes(value=cst.IfExp(
+                    test=cst.parse_expression(cond), body=parenthesize(other.value), orelse=cst.Name("None")))
+        self.record(call, f"backend {old} -> gloo unless {cond}")
+        self._plan_wraps(stmt, cond)
+
+    def _cuda_value_assign(self, stmt: cst.CSTNode) -> bool:
+        """`x = "cuda..."`, `x = f"cuda:{i}"` or `x = torch.device("cuda", i)`."""
+        if not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())])])):
+            return False
+        value = stmt.body[0].value
+        text = literal_text(value)
+        if text is not None:
+            return text.lower().startswith("cuda")
+        if isinstance(value, cst.Call) and qualified_names(self, value.func) & TORCH_DEVICE and value.args:
+            return (literal_text(value.args[0].value) or "").lower().startswith("cuda")
+        return False
+
+    def _cpu_assign(self, stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        assign = stmt.body[0]
+        cpu = (cst.parse_expression('torch.device("cpu")') if isinstance(assign.value, cst.Call)
+               else _with_quote(assign.value, "cpu"))
+        return stmt.with_changes(body=[assign.with_changes(value=cpu)])
+
+    def _is_cuda_setup(self, stmt: cst.CSTNode) -> bool:
+        if m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(value=m.Call())])):
+            return bool(qualified_names(self, stmt.body[0].value.func) & SET_DEVICE)
+        return self._cuda_value_assign(stmt)
+
+    def _plan_wraps(self, stmt: cst.BaseStatement, cond: str) -> None:
+        try:
+            block = self.get_metadata(ParentNodeProvider, stmt)
+        except KeyError:
+            return
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            return
+        ids = {id(s) for s in block.body if s is not stmt and self._is_cuda_setup(s)}
+        if not ids:
+            return
+        for wrap in self.wraps.get(id(block), []):
+            ids -= wrap.stmts
+        if ids:
+            self.wraps.setdefault(id(block), []).append(
+                _Wrap(ids, cond, else_assign=cond == "torch.cuda.is_available()"))
+
+    # ---- rewriting (updated tree) ----
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        edit = self.arg_edits.get(id(original_node))
+        return edit if edit is not None else updated_node
+
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        edit = self.if_edits.get(id(original_node))
+        if edit is None:
+            return updated_node
+        test, body = edit
+        branch = cst.If(test=test, body=cst.IndentedBlock(body=body), orelse=updated_node.orelse)
+        return updated_node.with_changes(orelse=branch)
+
+    def _apply_wraps(self, original, updated):
+        plans = self.wraps.get(id(original))
+        if not plans or len(original.body) != len(updated.body):
+            return updated
+        out: list[cst.BaseStatement] = []
+        i, n = 0, len(original.body)
+        while i < n:
+            plan = next((p for p in plans if id(original.body[i]) in p.stmts), None)
+            if plan is None:
+                out.append(updated.body[i])
+                i += 1
+                continue
+            run, first = [], original.body[i]
+            while i < n and id(original.body[i]) in plan.stmts:
+                run.append(updated.body[i])
+                i += 1
+            out.append(self._guard(run, plan, first))
+        return updated.with_changes(body=out)
+
+    def _guard(self, run: list[cst.BaseStatement], plan: _Wrap, first: cst.BaseStatement) -> cst.If:
+        leading = run[0].leading_lines
+        run[0] = run[0].with_changes(leading_lines=())
+        orelse = None
+        if plan.else_assign:
+            cpu = [self._cpu_assign(s) for s in run if self._cuda_value_assign_updated(s)]
+            if cpu:
+                orelse = cst.Else(body=cst.IndentedBlock(body=[s.with_changes(leading_lines=()) for s in cpu]))
+        self.record(first, f"kept {len(run)} CUDA set-up statement(s) to the CUDA branch (if {plan.cond})")
+        return cst.If(test=cst.parse_expression(plan.cond), body=cst.IndentedBlock(body=run), orelse=orelse,
+                      leading_lines=leading)
+
+    def _cuda_value_assign_updated(self, stmt: cst.CSTNode) -> bool:
+        if not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())])])):
+            return False
+        value = stmt.body[0].value
+        text = literal_text(value)
+        if text is not None:
+            return text.lower().startswith("cuda")
+        return m.matches(value, m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("device")))) and bool(
+            value.args) and (literal_text(value.args[0].value) or "").lower().startswith("cuda")
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock):
+        return self._apply_wraps(original_node, updated_node)
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        if self.needs_torch and not self.torch_bound and (self.arg_edits or self.wraps):
+            AddImportsVisitor.add_needed_import(self.context, "torch")
+        return self._apply_wraps(original_node, updated_node)

@@ -1,0 +1,274 @@
+"""Bind the GPU by the local rank where the code binds it by the global rank.
+
+`torch.cuda.set_device(rank)`, `torch.accelerator.set_device_index(rank)`, `torch.device(f"cuda:{rank}")`,
+`torch.device("cuda", rank)`, `.to(rank)`, `.cuda(rank)` and DDP's `device_ids=[rank]` / `output_device=rank`
+with `rank` the GLOBAL rank (from `RANK`, `SLURM_PROCID`, `OMPI_COMM_WORLD_RANK`, `PMI_RANK` or
+`dist.get_rank()`, followed through simple assignments and `self.<attr>`) use the local rank instead:
+the local-rank variable the code already has, else `int(os.environ["LOCAL_RANK"])`. On node 2 and later
+the global rank is past the node's GPU count (`CUDA error: invalid device ordinal`) or lands several ranks
+on one GPU. Files that start workers with `torch.multiprocessing.spawn` are left alone: there the spawned
+index is the local rank.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import PositionProvider, QualifiedNameProvider, ScopeProvider
+
+from distdoctor.patching.base import PatchCommand, PatchInfo
+
+PATCH = PatchInfo(
+    id="local_rank_device",
+    cause="local_rank_device",
+    title="Bind the device by LOCAL_RANK instead of the global rank",
+    risk="Assumes one process per GPU with LOCAL_RANK set by the launcher (torchrun, or mapped from "
+         "SLURM_LOCALID); a program that already restricts CUDA_VISIBLE_DEVICES to one GPU per rank would "
+         "want index 0 instead.",
+    prefilter=("RANK", "get_rank", "SLURM_PROCID", "PMI_RANK"),
+)
+
+GLOBAL_ENV = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}
+LOCAL_ENV = {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}
+GET_RANK = {"torch.distributed.get_rank", "torch.distributed.distributed_c10d.get_rank"}
+GET_LOCAL_RANK = {"torch.distributed.get_node_local_rank", "torch.distributed.distributed_c10d.get_node_local_rank"}
+SET_DEVICE = {"torch.cuda.set_device", "torch.accelerator.set_device_index", "torch.cuda.device",
+              "torch.xpu.set_device"}
+DDP = {"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
+       "torch.nn.DistributedDataParallel"}
+SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+         "torch.multiprocessing.spawn.spawn", "torch.multiprocessing.spawn.start_processes"}
+LOCAL_NAMES = ("local_rank", "localrank", "local_rank_id")
+
+
+def _is_local_name(name: str) -> bool:
+    low = name.lower()
+    return any(low == n or low.endswith("_" + n) for n in LOCAL_NAMES)
+
+
+class Transformer(PatchCommand):
+    """Replace the global rank by the local rank wherever it selects a device."""
+
+    INFO = PATCH
+    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ScopeProvider)
+
+    def __init__(self, context, options=None) -> None:
+        super().__init__(context, options)
+        self.global_targets: set[cst.Name] = set()  # Name nodes assigned a global rank
+        self.local_targets: dict[cst.Name, int] = {}  # Name nodes assigned a local rank -> line
+        self.global_attrs: set[str] = set()  # self.<attr> assigned a global rank
+        self.local_attrs: list[str] = []  # self.<attr> assigned a local rank
+        self.skip = False
+
+    # -- classification ------------------------------------------------------------------------
+    def _qnames(self, node: cst.CSTNode) -> set[str]:
+        return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
+
+    def _env_key(self, node: cst.BaseExpression) -> str | None:
+        """The variable name of `os.environ[K]`, `os.environ.get(K, ...)`, `os.getenv(K, ...)`, under int()."""
+        if m.matches(node, m.Call(func=m.Name("int"))) and node.args:
+            node = node.args[0].value
+        if isinstance(node, cst.Subscript) and "os.environ" in self._qnames(node.value):
+            key = node.slice[0].slice
+        elif isinstance(node, cst.Call) and node.args and (
+            self._qnames(node.func) & {"os.environ.get", "os.getenv"}
+        ):
+            key = node.args[0].value
+        else:
+            return None
+        if isinstance(key, cst.Index):
+            key = key.value
+        return key.evaluated_value if isinstance(key, cst.SimpleString) else None
+
+    def _kind(self, node: cst.BaseExpression) -> str | None:
+        """'global', 'local' or None for an expression."""
+        env = self._env_key(node)
+        if env in GLOBAL_ENV:
+            return "global"
+        if env in LOCAL_ENV:
+            return "local"
+        if isinstance(node, cst.Call):
+            names = self._qnames(node.func)
+            if names & GET_RANK:
+                return "global"
+            if names & GET_LOCAL_RANK:
+                return "local"
+            return None
+        if isinstance(node, cst.Name):
+            if self._name_is(node, self.global_targets):
+                return "global"
+            if self._name_is(node, set(self.local_targets)) or (_is_local_name(node.value) and self._name_bound(node)):
+                return "local"
+            return None
+        if m.matches(node, m.Attribute(value=m.Name("self"))):
+            if node.attr.value in self.global_attrs:
+                return "global"
+            if node.attr.value in self.local_attrs:
+                return "local"
+        if isinstance(node, cst.Attribute) and _is_local_name(node.attr.value):
+            return "local"  # args.local_rank, cfg.local_rank
+        return None
+
+    def _assignments(self, name: cst.Name):
+        scope = self.get_metadata(ScopeProvider, name, None)
+        if scope is None:
+            return []
+        return list(scope[name.value])
+
+    def _name_bound(self, name: cst.Name) -> bool:
+        return bool(self._assignments(name))
+
+    def _name_is(self, name: cst.Name, targets: set[cst.Name]) -> bool:
+        assignments = self._assignments(name)
+        return bool(assignments) and all(getattr(a, "node", None) in targets for a in assignments)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for call in m.findall(node, m.Call()):
+            if self._qnames(call.func) & SPAWN:
+                self.skip = True
+                return
+        assigns = m.findall(node, m.Assign() | m.AnnAssign())
+        for _ in range(3):  # follow chains like rank = ddp_rank = int(os.environ["RANK"]) / r = rank
+            for assign in assigns:
+                if assign.value is None:
+                    continue
+                targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+                pairs = [(t, assign.value) for t in targets]
+                if isinstance(assign.value, cst.Tuple):
+                    pairs = [(te.value, ve.value) for t in targets if isinstance(t, cst.Tuple)
+                             and len(t.elements) == len(assign.value.elements)
+                             for te, ve in zip(t.elements, assign.value.elements)]
+                for target, value in pairs:
+                    kind = self._kind(value)
+                    if isinstance(target, cst.Name):
+                        if kind == "global":
+                            self.global_targets.add(target)
+                        elif kind == "local" or _is_local_name(target.value):
+                            self.local_targets[target] = self.get_metadata(PositionProvider, target).start.line
+                    elif m.matches(target, m.Attribute(value=m.Name("self"))):
+                        if kind == "global":
+                            self.global_attrs.add(target.attr.value)
+                        elif kind == "local" and target.attr.value not in self.local_attrs:
+                            self.local_attrs.append(target.attr.value)
+            for t in m.findall(node, m.AssignTarget(m.Tuple())):  # ddp, rank, local_rank, world = get_info()
+                for element in t.target.elements:
+                    if isinstance(element.value, cst.Name) and _is_local_name(element.value.value):
+                        self.local_targets[element.value] = self.get_metadata(PositionProvider, element.value).start.line
+
+    # -- replacement ---------------------------------------------------------------------------
+    def _local_for(self, site: cst.BaseExpression, quote: str = '"') -> cst.BaseExpression:
+        """The local-rank expression to use where `site` (a global-rank expression) stands."""
+        if m.matches(site, m.Attribute(value=m.Name("self"))) and self.local_attrs:
+            return cst.Attribute(cst.Name("self"), cst.Name(self.local_attrs[0]))
+        scope = self.get_metadata(ScopeProvider, site, None)
+        line = self.get_metadata(PositionProvider, site).start.line
+        if scope is not None:
+            for target, target_line in sorted(self.local_targets.items(), key=lambda kv: kv[1]):
+                assignments = list(scope[target.value])
+                if not assignments or not all(getattr(a, "node", None) in self.local_targets for a in assignments):
+                    continue
+                if any(a.scope is scope and self.local_targets[a.node] > line for a in assignments):
+                    continue
+                return cst.Name(target.value)
+        AddImportsVisitor.add_needed_import(self.context, "os")
+        return cst.parse_expression(f"int(os.environ[{quote}LOCAL_RANK{quote}])")
+
+    def _fix(self, original: cst.BaseExpression, updated: cst.BaseExpression, where: str,
+             quote: str = '"') -> cst.BaseExpression:
+        if self.skip or self._kind(original) != "global":
+            return updated
+        local = self._local_for(original, quote)
+        self.record(original, f"{where}: {cst.Module([]).code_for_node(original)} -> {cst.Module([]).code_for_node(local)}")
+        return local
+
+    def leave_FormattedString(self, original_node: cst.FormattedString, updated_node: cst.FormattedString):
+        parts, new = original_node.parts, list(updated_node.parts)
+        for i, part in enumerate(parts):
+            if (isinstance(part, cst.FormattedStringExpression) and i > 0
+                    and isinstance(parts[i - 1], cst.FormattedStringText)
+                    and parts[i - 1].value.endswith(("cuda:", "xpu:"))):
+                quote = "'" if '"' in original_node.start else '"'  # no nested quotes before Python 3.12
+                fixed = self._fix(part.expression, new[i].expression, f"device string {parts[i - 1].value}{{...}}", quote)
+                new[i] = new[i].with_changes(expression=fixed)
+        return updated_node.with_changes(parts=new)
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        if self.skip:
+            return updated_node
+        names = self._qnames(original_node.func)
+        args = list(updated_node.args)
+        targets: list[tuple[int, str]] = []  # (argument index, what)
+        positional = [i for i, a in enumerate(original_node.args) if a.keyword is None and not a.star]
+        if names & SET_DEVICE and positional:
+            targets.append((positional[0], sorted(names & SET_DEVICE)[0]))
+        elif "torch.device" in names and len(positional) >= 2:
+            targets.append((positional[1], "torch.device"))
+        elif names & DDP:
+            for i, a in enumerate(original_node.args):
+                if a.keyword is not None and a.keyword.value == "output_device":
+                    targets.append((i, "output_device"))
+                elif a.keyword is not None and a.keyword.value == "device_ids" and isinstance(a.value, cst.List):
+                    elements = list(args[i].value.elements)
+                    for j, element in enumerate(a.value.elements):
+                        fixed = self._fix(element.value, elements[j].value, "device_ids")
+                        elements[j] = elements[j].with_changes(value=fixed)
+                    args[i] = args[i].with_changes(value=args[i].value.with_changes(elements=elements))
+        elif m.matches(original_node.func, m.Attribute(attr=m.Name("to") | m.Name("cuda"))):
+            method = original_node.func.attr.value
+            if positional:
+                targets.append((positional[0], f".{method}()"))
+            targets += [(i, f".{method}(device=)") for i, a in enumerate(original_node.args)
+                        if a.keyword is not None and a.keyword.value == "device"]
+        for i, what in targets:
+            args[i] = args[i].with_changes(value=self._fix(original_node.args[i].value, args[i].value, what))
+        return updated_node.with_changes(args=args)
+
+
+VALID = [
+    # already bound by the local rank
+    "import os\nimport torch\n\nlocal_rank = int(os.environ['LOCAL_RANK'])\ntorch.cuda.set_device(local_rank)\n",
+    # mp.spawn: the spawned index is the local rank
+    "import torch\nimport torch.multiprocessing as mp\n\n\ndef worker(rank, world):\n"
+    "    torch.cuda.set_device(rank)\n\n\nmp.spawn(worker, args=(2,), nprocs=2)\n",
+    # a parameter called rank is not known to be global
+    "import torch\n\n\ndef setup(rank):\n    torch.cuda.set_device(rank)\n",
+]
+
+INVALID = [
+    (
+        "import os\n"
+        "import torch\n"
+        "\n"
+        "rank = int(os.environ['RANK'])\n"
+        "local_rank = int(os.environ['LOCAL_RANK'])\n"
+        "torch.cuda.set_device(rank)\n"
+        "device = torch.device(f'cuda:{rank}')\n",
+        "import os\n"
+        "import torch\n"
+        "\n"
+        "rank = int(os.environ['RANK'])\n"
+        "local_rank = int(os.environ['LOCAL_RANK'])\n"
+        "torch.cuda.set_device(local_rank)\n"
+        "device = torch.device(f'cuda:{local_rank}')\n",
+    ),
+    (
+        "import torch\n"
+        "import torch.distributed as dist\n"
+        "\n"
+        "\n"
+        "class Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.rank = dist.get_rank()\n"
+        "        self.model = model.to(self.rank)\n",
+        "import torch\n"
+        "import torch.distributed as dist\n"
+        "import os\n"
+        "\n"
+        "\n"
+        "class Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.rank = dist.get_rank()\n"
+        '        self.model = model.to(int(os.environ["LOCAL_RANK"]))\n',
+    ),
+]

@@ -1,0 +1,357 @@
+"""Add a `<PREFIX>_FORCE_SDPA=1` escape hatch where a model picks a flash-attention kernel.
+
+A model that chooses flash-attn from `torch.cuda.is_available()`, an import probe, a `HAS_FLASH`
+flag, the tensor's device/dtype or a config value runs the CUDA kernel on a CPU run (or fails to
+import it). The patch adds one module constant, read from the environment, and checks it first:
+
+* an override hook the code already has (nanochat's `_override_impl = None`, compared with
+  `'sdpa'`) is set from it, and nothing parallel is added;
+* a function that loads/downloads a kernel and already returns None when unavailable returns
+  None at once when forced; a `try: from flash_attn import ...` probe raises ImportError at once;
+* an unconditional module-level `from flash_attn import ...` is imported only when not forced
+  (forced, `flash_attn_func` is bound to an SDPA stand-in with its (B, T, H, D) interface);
+* an `if`/conditional expression/flag assignment whose one branch uses flash-attention is taken
+  only when not forced.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
+
+from distdoctor.patching.base import PatchCommand, PatchInfo
+
+PATCH = PatchInfo(
+    id="sdpa_force",
+    cause="flash_attn_on_cpu",
+    title="Check <PREFIX>_FORCE_SDPA=1 first wherever the attention implementation is chosen",
+    risk="Only acts when the variable is set; then every attention selected by the rewritten checks uses "
+         "torch SDPA, and the flash_attn_func stand-in aligns causal masks top-left (flash-attn aligns them "
+         "bottom-right when query and key lengths differ) and refuses window/softcap/alibi arguments.",
+    env_var="<PREFIX>_FORCE_SDPA",
+    prefilter=("flash", "FLASH", "Flash", "fa2", "fa3", "FA2", "FA3"),
+)
+
+FLAG = "_DISTDOCTOR_FORCE_SDPA"
+STANDIN = "_distdoctor_sdpa_flash_attn_func"
+_FLASHY = re.compile(r"flash|(?<![a-z])fa[23](?![0-9])", re.IGNORECASE)
+_KERNEL_MODULES = ("flash_attn", "flash_attn_interface", "kernels")
+
+_STANDIN_SOURCE = f'''def {STANDIN}(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, **unsupported):
+    """flash_attn_func's (batch, seqlen, heads, headdim) interface on torch SDPA, used when {{env}}=1."""
+    if any(value not in (None, False, 0.0, (-1, -1)) for value in unsupported.values()):
+        raise NotImplementedError(f"{{env}}=1: no SDPA stand-in for flash_attn_func arguments {{{{sorted(unsupported)}}}}")
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+        dropout_p=dropout_p, is_causal=causal, scale=softmax_scale, enable_gqa=q.size(2) != k.size(2),
+    )
+    return out.transpose(1, 2)
+'''
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def mentions_flash(node: cst.CSTNode | None) -> bool:
+    """Whether a name, attribute or string inside `node` speaks of flash attention (flash, fa2, fa3)."""
+    if node is None:
+        return False
+    for leaf in m.findall(node, m.Name() | m.SimpleString()):
+        if _FLASHY.search(leaf.value):
+            return True
+    return False
+
+
+def mentions_flag(node: cst.CSTNode | None) -> bool:
+    return node is not None and bool(m.findall(node, m.Name(FLAG)))
+
+
+def imports_kernel(node: cst.CSTNode) -> bool:
+    """Whether `node` imports a flash-attention kernel module (or calls kernels.get_kernel)."""
+    for imp in m.findall(node, m.Import() | m.ImportFrom()):
+        if isinstance(imp, cst.ImportFrom):
+            names = [_code(imp.module)] if imp.module is not None else []
+        else:
+            names = [_code(alias.name) for alias in imp.names]
+        if any(n.split(".")[0] in _KERNEL_MODULES for n in names):
+            return True
+    return bool(m.findall(node, m.Call(func=m.Name("get_kernel") | m.Attribute(attr=m.Name("get_kernel")))))
+
+
+def flag_test(test: cst.BaseExpression, forced_branch_is_body: bool) -> cst.BaseExpression:
+    """`FLAG or (test)` when forcing should take the body, `not FLAG and (test)` otherwise."""
+    if isinstance(test, (cst.BooleanOperation, cst.IfExp, cst.NamedExpr, cst.Lambda)) and not test.lpar:
+        if not (isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And)
+                and not forced_branch_is_body):
+            test = test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    space = cst.SimpleWhitespace(" ")
+    if forced_branch_is_body:
+        return cst.BooleanOperation(cst.Name(FLAG), cst.Or(space, space), test)
+    return cst.BooleanOperation(cst.UnaryOperation(cst.Not(space), cst.Name(FLAG)), cst.And(space, space), test)
+
+
+class Transformer(PatchCommand):
+    """Check <PREFIX>_FORCE_SDPA first wherever a flash-attention kernel is chosen or loaded."""
+
+    INFO = PATCH
+    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider)
+
+    def __init__(self, context, options=None) -> None:
+        super().__init__(context, options)
+        self.env = f"{self.options.env_prefix}_FORCE_SDPA"
+        self.hook: tuple[str, str] | None = None  # (override variable, the value that selects SDPA)
+        self.first_changed_stmt: int | None = None  # index in the module body of the first rewrite
+        self.need_standin = False
+        self._loader_depth = 0
+        self._rewrote = False
+
+    # -- survey ------------------------------------------------------------------------------
+    def visit_Module(self, node: cst.Module) -> None:
+        candidates = set()
+        for stmt in node.body:
+            if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())],
+                                                                    value=m.Name("None"))])):
+                name = stmt.body[0].targets[0].target.value
+                if "override" in name.lower():
+                    candidates.add(name)
+        for comp in m.findall(node, m.Comparison()):
+            parts = [comp.left] + [c.comparator for c in comp.comparisons]
+            names = [p.value for p in parts if isinstance(p, cst.Name) and p.value in candidates]
+            strings = [p for p in parts if isinstance(p, cst.SimpleString) and "sdpa" in p.evaluated_value.lower()]
+            if names and strings:
+                self.hook = (names[0], strings[0].value)
+                return
+
+    def _mark(self, node: cst.CSTNode, what: str) -> None:
+        self.record(node, what)
+        self._rewrote = True
+        top = node
+        parent = self.get_metadata(ParentNodeProvider, top, None)
+        while parent is not None and not isinstance(parent, cst.Module):
+            top, parent = parent, self.get_metadata(ParentNodeProvider, parent, None)
+        if parent is not None:
+            index = next(i for i, s in enumerate(parent.body) if s is top)
+            if self.first_changed_stmt is None or index < self.first_changed_stmt:
+                self.first_changed_stmt = index
+
+    def _forced_if(self, body: list[cst.BaseStatement], config: cst.PartialParserConfig | None = None) -> cst.If:
+        return cst.If(test=cst.Name(FLAG), body=cst.IndentedBlock(body=body))
+
+    # -- override hook -----------------------------------------------------------------------
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        if self.hook and m.matches(original_node, m.Assign(targets=[m.AssignTarget(m.Name(self.hook[0]))],
+                                                          value=m.Name("None"))):
+            parent = self.get_metadata(ParentNodeProvider, self.get_metadata(ParentNodeProvider, original_node))
+            if isinstance(parent, cst.Module):
+                self._mark(original_node, f"{self.hook[0]} = {self.hook[1]} when {self.env}=1 (existing override hook)")
+                return updated_node.with_changes(value=cst.IfExp(
+                    test=cst.Name(FLAG), body=cst.SimpleString(self.hook[1]), orelse=cst.Name("None")))
+        if (not self.hook and self._loader_depth == 0 and len(original_node.targets) == 1
+                and isinstance(original_node.targets[0].target, (cst.Name, cst.Attribute))
+                and _FLASHY.search(_code(original_node.targets[0].target))
+                and self._is_decision(original_node.value) and not mentions_flag(original_node.value)):
+            self._mark(original_node, f"{_code(original_node.targets[0].target)} is False when {self.env}=1")
+            return updated_node.with_changes(value=flag_test(updated_node.value, forced_branch_is_body=False))
+        return updated_node
+
+    def _is_decision(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, (cst.BooleanOperation, cst.Comparison, cst.UnaryOperation)):
+            return True
+        if isinstance(value, cst.Call):
+            return any(q.name == "torch.cuda.is_available" for q in self.get_metadata(QualifiedNameProvider, value.func, set()))
+        return False
+
+    # -- kernel loaders and import probes ----------------------------------------------------
+    def _is_loader(self, node: cst.FunctionDef) -> bool:
+        returns_none = m.findall(node, m.Return(value=m.Name("None")))
+        return bool(returns_none) and imports_kernel(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if self._is_loader(node):
+            self._loader_depth += 1
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        if not self._is_loader(original_node):
+            return updated_node
+        self._loader_depth -= 1
+        body = list(updated_node.body.body)
+        start = 1 if body and m.matches(body[0], m.SimpleStatementLine([m.Expr(m.SimpleString())])) else 0
+        if start < len(body) and mentions_flag(body[start]):
+            return updated_node
+        self._mark(original_node, f"{original_node.name.value}() returns None at once when {self.env}=1")
+        guard = self._forced_if([cst.SimpleStatementLine([cst.Return(cst.Name("None"))])])
+        body.insert(start, guard)
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+    def leave_Try(self, original_node: cst.Try, updated_node: cst.Try) -> cst.Try:
+        if self._loader_depth or not imports_kernel(original_node.body):
+            return updated_node
+        body = list(updated_node.body.body)
+        if body and mentions_flag(body[0]):
+            return updated_node
+        caught = []
+        for handler in original_node.handlers:
+            if isinstance(handler.type, cst.Tuple):
+                caught.extend(element.value for element in handler.type.elements)
+            else:
+                caught.append(handler.type)
+        if any(t is None or m.matches(t, m.Name("ImportError") | m.Name("Exception") | m.Name("BaseException"))
+               for t in caught):
+            exc = "ImportError"
+        elif any(m.matches(t, m.Name("ModuleNotFoundError")) for t in caught):
+            exc = "ModuleNotFoundError"
+        else:
+            return updated_node
+        self._mark(original_node, f"flash-attn import probe raises {exc} at once when {self.env}=1")
+        message = cst.SimpleString(f'"{self.env}=1: flash-attention not loaded"')
+        raise_stmt = cst.SimpleStatementLine([cst.Raise(cst.Call(cst.Name(exc), [cst.Arg(message)]))])
+        body.insert(0, self._forced_if([raise_stmt]))
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        """An unconditional module-level `from flash_attn import ...`: import it only when not forced."""
+        if not (len(original_node.body) == 1 and isinstance(original_node.body[0], cst.ImportFrom)):
+            return updated_node
+        imp = original_node.body[0]
+        if imp.module is None or _code(imp.module).split(".")[0] != "flash_attn" or isinstance(imp.names, cst.ImportStar):
+            return updated_node
+        if not isinstance(self.get_metadata(ParentNodeProvider, original_node), cst.Module):
+            return updated_node
+        forced = []
+        for alias in imp.names:
+            bound = _code(alias.asname.name) if alias.asname else _code(alias.name)
+            value = cst.Name(STANDIN) if alias.name.value == "flash_attn_func" else cst.Name("None")
+            self.need_standin |= alias.name.value == "flash_attn_func"
+            forced.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(bound))], value)]))
+        self._mark(original_node, f"{_code(imp.module)} is imported only when {self.env} is not 1")
+        return cst.If(test=cst.Name(FLAG), body=cst.IndentedBlock(forced),
+                      orelse=cst.Else(cst.IndentedBlock([updated_node.with_changes(leading_lines=[])])),
+                      leading_lines=updated_node.leading_lines)
+
+    # -- selections ---------------------------------------------------------------------------
+    def _selection_side(self, body: cst.CSTNode, orelse: cst.CSTNode | None) -> bool | None:
+        """False: forcing must avoid the body (it uses flash); True: forcing must take it; None: not a selection."""
+        if self.hook or self._loader_depth:
+            return None
+        in_body, in_else = mentions_flash(body), mentions_flash(orelse)
+        if in_body and not in_else:
+            return False
+        if in_else and not in_body and orelse is not None:
+            return True
+        return None
+
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        if mentions_flag(original_node.test) or m.matches(original_node.test, m.Name(FLAG)):
+            return updated_node
+        parent = self.get_metadata(ParentNodeProvider, original_node, None)
+        if isinstance(parent, cst.If) and parent.orelse is original_node:
+            return updated_node  # an elif: the chain's first test carries the switch
+        orelse = original_node.orelse.body if isinstance(original_node.orelse, cst.Else) else original_node.orelse
+        side = self._selection_side(original_node.body, orelse)
+        if side is None:
+            return updated_node
+        self._mark(original_node, f"`if {_code(original_node.test)}` checks {self.env} first")
+        return updated_node.with_changes(test=flag_test(updated_node.test, side))
+
+    def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.IfExp:
+        if mentions_flag(original_node.test) or m.matches(original_node.test, m.Name(FLAG)):
+            return updated_node
+        side = self._selection_side(original_node.body, original_node.orelse)
+        if side is None:
+            return updated_node
+        self._mark(original_node, f"`... if {_code(original_node.test)} else ...` checks {self.env} first")
+        return updated_node.with_changes(test=flag_test(updated_node.test, side))
+
+    # -- the switch itself ---------------------------------------------------------------------
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        if not self._rewrote:
+            return updated_node
+        body = list(updated_node.body)
+        defined = {_code(t.target) for s in body if isinstance(s, cst.SimpleStatementLine)
+                   for a in s.body if isinstance(a, cst.Assign) for t in a.targets}
+        defined |= {s.name.value for s in body if isinstance(s, cst.FunctionDef)}
+        config = updated_node.config_for_parsing
+        new = []
+        if FLAG not in defined:
+            AddImportsVisitor.add_needed_import(self.context, "os")
+            new.append(cst.parse_statement(
+                f'{FLAG} = os.environ.get("{self.env}", "").lower() in ("1", "true", "yes")'
+                f"  # distdoctor: {self.env}=1 selects torch SDPA\n", config=config))
+        if self.need_standin and STANDIN not in defined:
+            AddImportsVisitor.add_needed_import(self.context, "torch")
+            new.append(cst.parse_statement(_STANDIN_SOURCE.format(env=self.env), config=config))
+        if not new:
+            return updated_node
+        index = 0
+        for i, stmt in enumerate(body):
+            if i == self.first_changed_stmt:
+                break
+            if isinstance(stmt, cst.SimpleStatementLine) and all(
+                isinstance(s, (cst.Import, cst.ImportFrom)) or (i == 0 and m.matches(s, m.Expr(m.SimpleString())))
+                for s in stmt.body
+            ):
+                index = i + 1
+            else:
+                break
+        for j, stmt in enumerate(new):
+            gap = 2 if isinstance(stmt, cst.FunctionDef) else 1
+            new[j] = stmt.with_changes(leading_lines=[cst.EmptyLine()] * gap if index or j else [])
+        if index < len(body):
+            nxt = body[index]
+            lines = list(nxt.leading_lines)
+            have = next((i for i, line in enumerate(lines) if line.comment is not None), len(lines))
+            want = 2 if isinstance(nxt, (cst.FunctionDef, cst.ClassDef)) or isinstance(new[-1], cst.FunctionDef) else 1
+            if have < want:
+                body[index] = nxt.with_changes(leading_lines=[cst.EmptyLine()] * (want - have) + lines)
+        body[index:index] = new
+        return updated_node.with_changes(body=body)
+
+
+VALID = [
+    # SDPA only: nothing to force
+    "import torch.nn.functional as F\n\n\ndef attend(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n",
+    # device selection that is not about attention is left alone
+    "import torch\n\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\n",
+]
+
+INVALID = [
+    (
+        "import torch\n"
+        "\n"
+        "try:\n"
+        "    from flash_attn import flash_attn_func\n"
+        "    HAS_FLASH = True\n"
+        "except ImportError:\n"
+        "    HAS_FLASH = False\n"
+        "\n"
+        "\n"
+        "def attend(q, k, v):\n"
+        "    if HAS_FLASH and torch.cuda.is_available():\n"
+        "        return flash_attn_func(q, k, v, causal=True)\n"
+        "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n",
+        "import torch\n"
+        "import os\n"
+        "\n"
+        '_DISTDOCTOR_FORCE_SDPA = os.environ.get("DISTDOCTOR_FORCE_SDPA", "").lower() in ("1", "true", "yes")'
+        "  # distdoctor: DISTDOCTOR_FORCE_SDPA=1 selects torch SDPA\n"
+        "\n"
+        "try:\n"
+        "    if _DISTDOCTOR_FORCE_SDPA:\n"
+        '        raise ImportError("DISTDOCTOR_FORCE_SDPA=1: flash-attention not loaded")\n'
+        "    from flash_attn import flash_attn_func\n"
+        "    HAS_FLASH = True\n"
+        "except ImportError:\n"
+        "    HAS_FLASH = False\n"
+        "\n"
+        "\n"
+        "def attend(q, k, v):\n"
+        "    if not _DISTDOCTOR_FORCE_SDPA and HAS_FLASH and torch.cuda.is_available():\n"
+        "        return flash_attn_func(q, k, v, causal=True)\n"
+        "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n",
+    ),
+]
