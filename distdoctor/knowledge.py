@@ -20,6 +20,7 @@ from distdoctor import paths
 
 HEADING = re.compile(r"^### (?P<id>[a-z][a-z0-9_]*) — (?P<title>.+?)\s*$")
 FENCE = re.compile(r"^```(?P<info>[\w-]*)\s*$")
+ANCHOR = re.compile(r"""^\s*<a\s+(?:id|name)=["'][^"']+["']\s*>\s*</a>\s*$""")
 
 
 class KnowledgeError(ValueError):
@@ -177,6 +178,8 @@ def _parse_lines(path: Path, lines: list[str], errors: list[KnowledgeError] | No
         while end < len(lines) and not lines[end].startswith("### ") and not lines[end].startswith("## "):
             end += 1
         prose_lines = lines[k + 1:end]
+        while prose_lines and (not prose_lines[-1].strip() or ANCHOR.match(prose_lines[-1])):
+            prose_lines = prose_lines[:-1]  # the next entry's `<a id="...">` anchor is not this entry's prose
         entries.append(Entry(m["id"], m["title"], path, start + 1, block, "\n".join(prose_lines),
                              _quotes(prose_lines, k + 2)))
         i = end

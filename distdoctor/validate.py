@@ -10,13 +10,14 @@ Every problem is reported as `file:line: what`. The checks:
   an empty or neutral line when it claims a root cause, and matches a line of its own entry's quotes;
   no signature matches another entry's quotes unless the two entries are declared related;
 - every relative link to a file or a heading resolves (`references/<file>.md#<cause_id>` included);
-- SKILL.md front matter obeys the Agent Skills spec; profiles have schema-valid front matter and the
-  fixed section order.
+- SKILL.md front matter obeys the Agent Skills spec and SKILL.md links every entry; profiles have
+  schema-valid front matter, the fixed section order, and Gotchas that link entries.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -73,10 +74,14 @@ class Validator:
 
     # -- helpers -------------------------------------------------------------------------------
     def rel(self, path: Path) -> str:
-        try:
-            return str(Path(path).resolve().relative_to(self.root))
-        except ValueError:
-            return str(path)
+        """The path relative to the checkout, without following a symlink in its last part."""
+        path = Path(path)
+        for candidate in (Path(os.path.abspath(path)), path.parent.resolve() / path.name):
+            try:
+                return str(candidate.relative_to(self.root))
+            except ValueError:
+                continue
+        return str(path)
 
     def add(self, path: Path, line: int, what: str) -> None:
         self.problems.append(Problem(self.rel(path), line, what))
@@ -115,6 +120,7 @@ class Validator:
         self.check_profiles()
         self.check_skill()
         self.check_links()
+        self.problems = list(dict.fromkeys(self.problems))  # a file unreadable for two checks is reported once
         return self.problems
 
     def check_taxonomy(self) -> dict[str, dict]:
@@ -168,8 +174,8 @@ class Validator:
         if e.patch is not None:
             if not _patch_exists(self.root, e.patch):
                 self.add(e.file, block_line, f"entry {e.cause!r}: patch {e.patch!r} not found (expected patches/{e.patch}.py)")
-        expected = taxonomy.get(e.cause, {}).get("patch") if taxonomy else e.patch
-        if taxonomy and e.cause in taxonomy and e.patch != expected:
+        expected = taxonomy.get(e.cause, {}).get("patch")
+        if e.cause in taxonomy and e.patch != expected:
             self.add(e.file, block_line, f"entry {e.cause!r}: patch {e.patch!r} differs from the taxonomy's {expected!r}")
         for rel in e.related:
             if rel == e.cause:
@@ -243,7 +249,6 @@ class Validator:
                 self.add(e.file, q.line + 1 + k, f"entry {e.cause!r}: line not found verbatim in field report {name}: {line.strip()[:80]!r}")
 
     def check_cross_matches(self) -> None:
-        by_cause = {e.cause: e for e in self.entries}
         for a in self.entries:
             for sig in a.block.get("signatures", []):
                 try:
@@ -263,7 +268,6 @@ class Validator:
                                      f"{b.cause!r} ({self.rel(b.file)}:{q.line}: {hit.strip()[:60]!r}); declare them related "
                                      "or make the regex more specific")
                             break
-        del by_cause
 
     # -- profiles ------------------------------------------------------------------------------
     def check_profiles(self) -> None:
@@ -290,8 +294,7 @@ class Validator:
                 for err in sorted(jsonschema.Draft202012Validator(schema).iter_errors(front), key=lambda x: list(x.path)):
                     where = "/".join(str(p) for p in err.path) or "(front matter)"
                     self.add(md, _key_line(lines, err.path), f"front matter field {where}: {err.message}")
-            heads = [(i + 1, ln.rstrip()) for i, ln in enumerate(lines[body_start:], start=body_start)
-                     if ln.startswith("## ")]
+            heads = [(n, ln.rstrip()) for n, ln in _prose_lines(lines) if n > body_start and ln.startswith("## ")]
             found = [h for h in heads if h[1] in PROFILE_SECTIONS]
             names = [h[1] for h in found]
             for sec in PROFILE_SECTIONS:
@@ -299,6 +302,14 @@ class Validator:
                     self.add(md, 1, f"profile lacks section {sec!r}")
                 elif names.count(sec) > 1:
                     self.add(md, found[names.index(sec, names.index(sec) + 1)][0], f"profile repeats section {sec!r}")
+            if "## Gotchas" in names:
+                start = next(ln for ln, h in found if h == "## Gotchas")
+                following = [ln for ln, _ in heads if ln > start]
+                stop = following[0] - 1 if following else len(lines)
+                body = lines[start:stop]
+                if not any(re.search(r"\]\(\.\./references/[\w.-]+\.md#[a-z][a-z0-9_]*\)", ln) for ln in body):
+                    self.add(md, start, "profile '## Gotchas' links no entry (expected links like "
+                                        "[slurm_launch](../references/launch-and-devices.md#slurm_launch))")
             present = [s for s in names if s in PROFILE_SECTIONS]
             ordered = [s for s in PROFILE_SECTIONS if s in present]
             dedup = list(dict.fromkeys(present))
@@ -339,6 +350,11 @@ class Validator:
             return
         if len(lines) >= SKILL_MAX_LINES:
             self.add(skill, SKILL_MAX_LINES, f"SKILL.md has {len(lines)} lines; keep it under {SKILL_MAX_LINES}")
+        linked = {m.group(1) for _, ln in _prose_lines(lines)
+                  for m in re.finditer(r"\]\(references/[\w.-]+\.md#([a-z][a-z0-9_]*)\)", ln)}
+        for e in self.entries:
+            if e.cause not in linked:
+                self.add(skill, 1, f"SKILL.md does not route to entry {e.cause!r} (no link to {e.anchor})")
         front, _ = self.front_matter(skill, lines)
         if front is None:
             return

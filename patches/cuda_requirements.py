@@ -5,10 +5,10 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
+from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ancestors, literal_text, parenthesize, qualified_names, walk
+from distdoctor.patching.cstutil import ancestors, literal_text, named_nodes, parenthesize, qualified_names, walk
 
 PATCH = PatchInfo(
     id="cuda_requirements",
@@ -17,7 +17,7 @@ PATCH = PatchInfo(
     risk="A job that must not run without GPUs now runs on the CPU after a warning instead of stopping; checks "
          "inside an explicit `device == \"cuda\"` branch are kept.",
     env_var=None,
-    prefilter=("is_available", "device_count", "gpu", "GPU"),
+    prefilter=("is_available", "device_count"),
 )
 
 AVAILABLE = frozenset({"torch.cuda.is_available", "torch.accelerator.is_available"})
@@ -30,7 +30,7 @@ class Transformer(PatchCommand):
     """Replace `assert cuda`, `if no gpu: exit/raise` and `x % torch.cuda.device_count()` with CPU-safe code."""
 
     INFO = PATCH
-    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider)
+    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider, ScopeProvider)
 
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
@@ -99,8 +99,37 @@ class Transformer(PatchCommand):
         call = cst.Call(func=cst.parse_expression("warnings.warn"), args=[cst.Arg(value=msg)])
         return cst.SimpleStatementLine(body=[cst.Expr(value=call)])
 
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if len(node.body) != 1 or self._in_cuda_branch(node):
+    def visit_Module(self, node: cst.Module) -> bool:
+        """Find candidates from the qualified-name table (torch.cuda.*, names with "gpu"), then plan."""
+        def gpuish(names: set[str]) -> bool:
+            return bool(names & (AVAILABLE | COUNT)) or any("gpu" in n.rsplit(".", 1)[-1].lower() for n in names)
+
+        seen: set[int] = set()
+        wanted = {n.rsplit(".", 1)[-1] for n in AVAILABLE | COUNT}
+        for found, _ in named_nodes(self, gpuish, lambda ident: ident in wanted or "gpu" in ident.lower()):
+            child: cst.CSTNode = found
+            for parent in ancestors(self, found):
+                if id(parent) in seen:
+                    break
+                if isinstance(parent, cst.BinaryOperation) and parent.right is child:
+                    seen.add(id(parent))
+                    self._plan_modulo(parent)
+                elif isinstance(parent, cst.Assert) and parent.test is child:
+                    line = self.get_metadata(ParentNodeProvider, parent)
+                    seen.add(id(parent))
+                    self._plan_assert(line)
+                    break
+                elif isinstance(parent, cst.If) and parent.test is child:
+                    seen.add(id(parent))
+                    self._plan_if(parent)
+                    break
+                elif isinstance(parent, (cst.BaseStatement, cst.BaseSmallStatement)):
+                    break
+                child = parent
+        return bool(self.lines or self.exprs)  # nothing to rewrite: skip the traversal
+
+    def _plan_assert(self, node: cst.CSTNode) -> None:
+        if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1 or self._in_cuda_branch(node):
             return
         small = node.body[0]
         if isinstance(small, cst.Assert) and self._needs_gpu(small.test):
@@ -112,7 +141,7 @@ class Transformer(PatchCommand):
                                           leading_lines=node.leading_lines)
             self.record(node, "assert on CUDA -> warning, the run goes on on the CPU")
 
-    def visit_If(self, node: cst.If) -> None:
+    def _plan_if(self, node: cst.If) -> None:
         if not self._no_gpu(node.test) or not isinstance(node.body, cst.IndentedBlock) or self._in_cuda_branch(node):
             return
         for stmt in node.body.body:
@@ -131,7 +160,7 @@ class Transformer(PatchCommand):
             self.lines[id(stmt)] = self._warn(message).with_changes(leading_lines=stmt.leading_lines)
             self.record(stmt, "exit when no GPU -> warning, the run goes on on the CPU")
 
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+    def _plan_modulo(self, node: cst.BinaryOperation) -> None:
         if isinstance(node.operator, cst.Modulo) and self._is_gpu_call(node.right, COUNT) and \
                 qualified_names(self, node.right.func) & COUNT:
             self.exprs[id(node.right)] = cst.Call(func=cst.Name("max"), args=[

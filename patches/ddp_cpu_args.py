@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import PositionProvider, QualifiedNameProvider
+from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import get_arg, is_call_to, is_none, parenthesize, walk
+from distdoctor.patching.cstutil import calls_to, get_arg, is_none, parenthesize, walk
 
 PATCH = PatchInfo(
     id="ddp_cpu_args",
@@ -32,16 +32,19 @@ class Transformer(PatchCommand):
     """Give device_ids/output_device a CPU alternative (None) keyed on where the module's parameters are."""
 
     INFO = PATCH
-    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider)
+    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider, ScopeProvider)
 
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
         self.edits: dict[int, cst.Arg] = {}
         self.needs_torch = False
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if not is_call_to(self, node, DDP):
-            return
+    def visit_Module(self, node: cst.Module) -> bool:
+        for call in calls_to(self, DDP):
+            self._plan(call)
+        return bool(self.edits)  # nothing to rewrite: skip the traversal
+
+    def _plan(self, node: cst.Call) -> None:
         module = get_arg(node, "module", 0)
         targets = [a for a in (get_arg(node, "device_ids", 1), get_arg(node, "output_device", 2))
                    if a is not None and not is_none(a.value) and not self._has_none_branch(a.value)]

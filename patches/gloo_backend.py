@@ -11,7 +11,7 @@ from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameP
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import (
-    ancestors, assigned_names, enclosing_statement, get_arg, is_call_to, literal_text, mentions_cuda, parenthesize,
+    ancestors, assigned_names, calls_to, enclosing_statement, get_arg, literal_text, mentions_cuda, parenthesize,
     qualified_names, walk,
 )
 
@@ -161,7 +161,8 @@ class Transformer(PatchCommand):
 
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
-        self.index = _Index()
+        self._index: _Index | None = None
+        self.module_node: cst.Module | None = None
         self.arg_edits: dict[int, cst.Arg] = {}
         self.if_edits: dict[int, tuple[cst.BaseExpression, list[cst.BaseStatement]]] = {}
         self.wraps: dict[int, list[_Wrap]] = {}
@@ -169,15 +170,26 @@ class Transformer(PatchCommand):
         self.needs_torch = False
 
     # ---- analysis (original tree) ----
-    def visit_Module(self, node: cst.Module) -> None:
-        self.index = _build_index(node)
+    @property
+    def index(self) -> _Index:
+        if self._index is None:  # built only when a backend comes from an attribute or a parameter
+            self._index = _build_index(self.module_node)
+        return self._index
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        self.module_node = node
+        for call in calls_to(self, TARGETS.keys()):
+            self._plan_call(call)
+        if not (self.arg_edits or self.if_edits or self.wraps):
+            return False  # nothing to rewrite: skip the traversal
         for stmt in node.body:
             if m.matches(stmt, m.SimpleStatementLine(body=[m.Import()])):
                 for alias in stmt.body[0].names:
                     if alias.asname is None and (cst.helpers.get_full_name_for_node(alias.name) or "").split(".")[0] == "torch":
                         self.torch_bound = True
+        return True
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def _plan_call(self, node: cst.Call) -> None:
         names = qualified_names(self, node.func) & TARGETS.keys()
         if not names:
             return

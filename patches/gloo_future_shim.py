@@ -12,6 +12,7 @@ becomes `_distdoctor_future(<collective>(out, ...), out)`. The helper, inserted 
 imports, returns `work.get_future()` where the backend has it (NCCL) and otherwise waits on the
 Work and returns a completed `torch.futures.Future` holding `[out]`, the value NCCL's future
 holds, so `.wait()`, `.value()`, `.then()` and `torch.futures.collect_all()` keep working.
+Field report: nanochat-cpu-gloo-ddp.md (bug 3, DistMuonAdamW on gloo).
 """
 
 from __future__ import annotations

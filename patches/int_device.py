@@ -28,11 +28,12 @@ PATCH = PatchInfo(
     prefilter=(".to(", ".cuda(", "map_location"),
 )
 
+# at most one word before the index name: ddp_local_rank, local_gpu_id (not device_from_device_id)
 _INDEX_NAME = re.compile(
-    r"^(?:.*_)?(?:local_rank|rank|gpu|gpu_id|gpu_idx|gpu_index|device_id|device_idx|device_index|dev_id|gpu_num)$",
+    r"^(?:[a-z0-9]+_)?(?:local_rank|rank|gpu|gpu_id|gpu_idx|gpu_index|device_id|device_idx|device_index|dev_id|gpu_num)$",
     re.IGNORECASE,
 )
-_DEVICE_NAME = re.compile(r"^(?:device|dev|.*_device)$")
+_DEVICE_NAME = re.compile(r"^(?:device|dev|(?!cpu_|meta_)[a-z0-9_]*_device)$", re.IGNORECASE)
 _GUARD = "torch.cuda.is_available()"
 
 
@@ -79,6 +80,8 @@ class Transformer(PatchCommand):
 
     def visit_Module(self, node: cst.Module) -> None:
         for assign in m.findall(node, m.Assign() | m.AnnAssign()):
+            if assign.value is None or is_gpu_index(assign.value):
+                continue  # `device = 0` is itself an index, not a bound device
             targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
             for target in targets:
                 if isinstance(target, cst.Name) and _DEVICE_NAME.match(target.value):
@@ -94,15 +97,15 @@ class Transformer(PatchCommand):
         scope = self.get_metadata(ScopeProvider, site, None)
         line = self.get_metadata(PositionProvider, site).start.line
         if scope is not None:
-            for target, target_line in sorted(self.device_targets.items(), key=lambda kv: kv[1]):
+            preferred = sorted(self.device_targets.items(), key=lambda kv: (kv[0].value not in ("device", "dev"), kv[1]))
+            for target, target_line in preferred:
                 assignments = list(scope[target.value])
                 if not assignments:
                     continue
                 nodes = [getattr(a, "node", None) for a in assignments]
                 if not all(n in self.device_targets or isinstance(n, cst.Param) for n in nodes):
                     continue
-                if any(a.scope is scope and a.node in self.device_targets and self.device_targets[a.node] > line
-                       for a in assignments):
+                if any(a.node in self.device_targets and self.device_targets[a.node] > line for a in assignments):
                     continue  # bound only after this line
                 return cst.Name(target.value)
             if self.self_device and "self" in scope:

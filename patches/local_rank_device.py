@@ -8,6 +8,7 @@ the local-rank variable the code already has, else `int(os.environ["LOCAL_RANK"]
 the global rank is past the node's GPU count (`CUDA error: invalid device ordinal`) or lands several ranks
 on one GPU. Files that start workers with `torch.multiprocessing.spawn` are left alone: there the spawned
 index is the local rank.
+Field report: nanogpt-ddp-training-log.md (`CUDA error: invalid device ordinal` from set_device).
 """
 
 from __future__ import annotations

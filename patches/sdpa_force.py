@@ -12,6 +12,7 @@ import it). The patch adds one module constant, read from the environment, and c
   (forced, `flash_attn_func` is bound to an SDPA stand-in with its (B, T, H, D) interface);
 * an `if`/conditional expression/flag assignment whose one branch uses flash-attention is taken
   only when not forced.
+Field report: nanochat-cpu-gloo-ddp.md (bug 2, FA chosen from torch.cuda.is_available() on a CPU run).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ PATCH = PatchInfo(
 FLAG = "_DISTDOCTOR_FORCE_SDPA"
 STANDIN = "_distdoctor_sdpa_flash_attn_func"
 _FLASHY = re.compile(r"flash|(?<![a-z])fa[23](?![0-9])", re.IGNORECASE)
+# a condition chooses an attention implementation only if it speaks of one of these
+_CHOICE = re.compile(r"flash|(?<![a-z])fa[23](?![0-9])|sdpa|is_available|is_cuda|device|dtype|capability|impl|"
+                     r"backend|attn|attention|kernel|available|use_|has_|enable", re.IGNORECASE)
 _KERNEL_MODULES = ("flash_attn", "flash_attn_interface", "kernels")
 
 _STANDIN_SOURCE = f'''def {STANDIN}(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, **unsupported):
@@ -57,14 +61,44 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
+_MESSAGE_CALLS = {"print", "print0", "warn", "warning", "info", "debug", "error", "log", "write"}
+
+
+class _FlashFinder(cst.CSTVisitor):
+    """Looks for flash-attention names and strings, skipping messages (print/log/warn calls)."""
+
+    def __init__(self) -> None:
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        name = node.func.attr.value if isinstance(node.func, cst.Attribute) else getattr(node.func, "value", None)
+        return name not in _MESSAGE_CALLS
+
+    def visit_If(self, node: cst.If) -> bool:
+        node.body.visit(self)  # a nested condition does not use flash attention, its branches may
+        if node.orelse is not None:
+            node.orelse.visit(self)
+        return False
+
+    def visit_IfExp(self, node: cst.IfExp) -> bool:
+        node.body.visit(self)
+        node.orelse.visit(self)
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found |= bool(_FLASHY.search(node.value))
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self.found |= bool(_FLASHY.search(node.value))
+
+
 def mentions_flash(node: cst.CSTNode | None) -> bool:
-    """Whether a name, attribute or string inside `node` speaks of flash attention (flash, fa2, fa3)."""
+    """Whether `node` uses flash attention by name or string (flash, fa2, fa3), messages aside."""
     if node is None:
         return False
-    for leaf in m.findall(node, m.Name() | m.SimpleString()):
-        if _FLASHY.search(leaf.value):
-            return True
-    return False
+    finder = _FlashFinder()
+    node.visit(finder)
+    return finder.found
 
 
 def mentions_flag(node: cst.CSTNode | None) -> bool:
@@ -114,8 +148,9 @@ class Transformer(PatchCommand):
     def visit_Module(self, node: cst.Module) -> None:
         candidates = set()
         for stmt in node.body:
-            if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())],
-                                                                    value=m.Name("None"))])):
+            if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(
+                    targets=[m.AssignTarget(m.Name())],
+                    value=m.Name("None") | m.IfExp(test=m.Name(FLAG), orelse=m.Name("None")))])):
                 name = stmt.body[0].targets[0].target.value
                 if "override" in name.lower():
                     candidates.add(name)
@@ -139,7 +174,7 @@ class Transformer(PatchCommand):
             if self.first_changed_stmt is None or index < self.first_changed_stmt:
                 self.first_changed_stmt = index
 
-    def _forced_if(self, body: list[cst.BaseStatement], config: cst.PartialParserConfig | None = None) -> cst.If:
+    def _forced_if(self, body: list[cst.BaseStatement]) -> cst.If:
         return cst.If(test=cst.Name(FLAG), body=cst.IndentedBlock(body=body))
 
     # -- override hook -----------------------------------------------------------------------
@@ -234,10 +269,13 @@ class Transformer(PatchCommand):
                       leading_lines=updated_node.leading_lines)
 
     # -- selections ---------------------------------------------------------------------------
-    def _selection_side(self, body: cst.CSTNode, orelse: cst.CSTNode | None) -> bool | None:
+    def _selection_side(self, test: cst.BaseExpression, body: cst.CSTNode,
+                        orelse: cst.CSTNode | None) -> bool | None:
         """False: forcing must avoid the body (it uses flash); True: forcing must take it; None: not a selection."""
         if self.hook or self._loader_depth:
             return None
+        if not any(_CHOICE.search(leaf.value) for leaf in m.findall(test, m.Name() | m.SimpleString())):
+            return None  # e.g. `if op in table:` dispatch, not a choice of attention implementation
         in_body, in_else = mentions_flash(body), mentions_flash(orelse)
         if in_body and not in_else:
             return False
@@ -246,13 +284,13 @@ class Transformer(PatchCommand):
         return None
 
     def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
-        if mentions_flag(original_node.test) or m.matches(original_node.test, m.Name(FLAG)):
-            return updated_node
+        if mentions_flag(original_node.test) or m.findall(original_node.test, m.Name("__name__")):
+            return updated_node  # already switched, or the script entry point
         parent = self.get_metadata(ParentNodeProvider, original_node, None)
         if isinstance(parent, cst.If) and parent.orelse is original_node:
             return updated_node  # an elif: the chain's first test carries the switch
         orelse = original_node.orelse.body if isinstance(original_node.orelse, cst.Else) else original_node.orelse
-        side = self._selection_side(original_node.body, orelse)
+        side = self._selection_side(original_node.test, original_node.body, orelse)
         if side is None:
             return updated_node
         self._mark(original_node, f"`if {_code(original_node.test)}` checks {self.env} first")
@@ -261,7 +299,7 @@ class Transformer(PatchCommand):
     def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.IfExp:
         if mentions_flag(original_node.test) or m.matches(original_node.test, m.Name(FLAG)):
             return updated_node
-        side = self._selection_side(original_node.body, original_node.orelse)
+        side = self._selection_side(original_node.test, original_node.body, original_node.orelse)
         if side is None:
             return updated_node
         self._mark(original_node, f"`... if {_code(original_node.test)} else ...` checks {self.env} first")

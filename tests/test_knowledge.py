@@ -55,6 +55,7 @@ def test_every_cause_has_exactly_one_complete_entry():
     for e in entries:
         for name in ("Symptom", "Root cause", "Fix", "Verify"):
             assert e.section(name), f"{e.cause}: empty **{name}**"
+        assert "<a id=" not in e.prose, f"{e.cause}: the next entry's anchor leaked into the prose"
         assert e.quotes and all(q.source for q in e.quotes), e.cause
         assert e.patch == causes[e.cause]["patch"], e.cause
         assert e.anchor == f"references/{e.file.name}#{e.cause}"

@@ -138,3 +138,29 @@ def test_field_logs_are_verbatim() -> None:
         report = (FIELD_REPORTS / meta["source"][len("field report "):].strip()).read_text(encoding="utf-8")
         log = (LOGS / f"{_name(meta_path)}.log").read_text(encoding="utf-8")
         assert log.rstrip("\n") in report, f"{meta_path.name}: log text is not a verbatim excerpt of the report"
+
+
+FRAME = re.compile(r'File "[^"]*/(evals/programs/fail_\w+\.py)", line (\d+), in \w+')
+
+
+def _code(line: str) -> str:
+    return re.sub(r"^(\[\w+\]:)+", "", line).strip()
+
+
+def test_generated_logs_are_fresh() -> None:
+    """Traceback frames in gen_* logs quote the programs as they are now (else re-run make_logs.py NAME).
+
+    Ranks print interleaved, so the quoted code line is looked for anywhere in the same log.
+    """
+    stale = []
+    for log in sorted(LOGS.glob("gen_*.log")) + sorted(LOGS.glob("gen_*.d/**/*.log")):
+        text = log.read_text(encoding="utf-8")
+        code_lines = {_code(line) for line in text.splitlines()}
+        for frame in FRAME.finditer(text):
+            program = paths.ROOT / frame.group(1)
+            source = program.read_text(encoding="utf-8").splitlines() if program.is_file() else []
+            number = int(frame.group(2))
+            if number > len(source) or source[number - 1].strip() not in code_lines:
+                stale.append(f"{log.relative_to(LOGS)} quotes {frame.group(1)}:{number}")
+                break
+    assert not stale, "logs older than their programs: " + "; ".join(stale)

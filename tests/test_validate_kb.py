@@ -121,6 +121,15 @@ def test_dangling_links(tree: Path):
     assert f"SKILL.md:{n}: link 'references/backends.md#no_such_cause': no heading or anchor 'no_such_cause' in references/backends.md" in out
 
 
+def test_skill_must_route_to_every_entry(tree: Path):
+    skill = tree / "SKILL.md"
+    text = skill.read_text(encoding="utf-8")
+    row = next(ln for ln in text.splitlines() if "#fabric_fault)" in ln)
+    skill.write_text(text.replace(row + "\n", ""), encoding="utf-8")
+    assert _run(tree) == ["SKILL.md:1: SKILL.md does not route to entry 'fabric_fault' "
+                          "(no link to references/multi-node-networking.md#fabric_fault)"]
+
+
 def test_links_in_code_are_not_links(tree: Path):
     skill = tree / "SKILL.md"
     with skill.open("a", encoding="utf-8") as fh:
@@ -208,7 +217,10 @@ def test_schema_violation_and_duplicate(tree: Path):
 def test_bad_bytes(tree: Path):
     (tree / "references" / "broken.md").write_bytes(b"# title\n\xff\xfe not utf-8\n")
     (tree / "references" / "binary.md").write_bytes(b"\x00\x01\x02")
+    (tree / "references" / "linked.md").symlink_to(tree / "references" / "backends.md")
     out = _run(tree)
+    assert "references/linked.md:1: is a symlink; knowledge files must be regular files in the repository" in out
+    assert not any("duplicate entry" in p for p in out)  # the symlink is not parsed a second time
     assert "references/broken.md:2: not valid UTF-8 (byte 8)" in out
     assert "references/binary.md:1: binary file (contains NUL bytes), expected UTF-8 Markdown" in out
 
@@ -230,6 +242,11 @@ def test_profiles_order_and_schema(tree: Path):
     assert any(p.startswith("profiles/local.md:17: link '../references/hangs-and-collectives.md#no_such'") for p in out)
     assert "profiles/nofront.md:1: missing YAML front matter (the file must start with '---')" in out
     assert "profiles/nofront.md:1: profile lacks section '## Gotchas'" in out
+    assert not any("links no entry" in p and "local.md" in p for p in out)
+    (prof / "nolinks.md").write_text("---\nlauncher: srun\n---\n## Launch\n## Per-rank logs\n## Debugging a hang\n"
+                                     "## Cleaning up\n## Gotchas\n- srun needs --kill-on-bad-exit\n", encoding="utf-8")
+    out = [str(p) for p in validate(tree, TAXONOMY, FIELD_REPORTS)[0]]
+    assert any(p.startswith("profiles/nolinks.md:8: profile '## Gotchas' links no entry") for p in out), out
     # with a schema, front matter fields are checked and named
     (tree / "schemas" / "profile.schema.json").write_text(
         '{"type": "object", "required": ["launcher", "kill_on_failure"], '

@@ -54,6 +54,7 @@ class Step:
     ok: bool | None  # None: skipped
     detail: str
     seconds: float = 0.0
+    tail: str = ""  # the last lines of a run that did not end as it should
 
 
 @dataclass
@@ -157,6 +158,10 @@ def apply_patches(directory: Path, ids: list[str]) -> tuple[bool, str]:
 
 def finished_ranks(output: str) -> set[int]:
     return {int(m.group(1)) for m in OK_LINE.finditer(output)}
+
+
+def output_tail(output: str, n: int = 30) -> str:
+    return "\n".join(output.rstrip().splitlines()[-n:])
 
 
 def last_error(output: str) -> str:
@@ -280,7 +285,7 @@ def run_entry(e: Entry, progress: bool = True, diagnose: Callable[[str], dict] |
         with_env = f" with {' '.join(f'{k}={v}' for k, v in env.items())}" if env else ""
         res.steps.append(Step("rerun", rerun_ok, f"rerun{with_env} {how}, {len(done)}/{NPROC} ranks printed "
                                                  f"DISTDOCTOR_OK{tail}",
-                              time.monotonic() - t0))
+                              time.monotonic() - t0, "" if rerun_ok else output_tail(r.output)))
     res.passed = diag_ok and rerun_ok and all(s.ok is not False for s in res.steps)
     res.status = "passed" if res.passed else "failed"
     say(res.status)

@@ -43,6 +43,8 @@ def render_loop_text(loop: list[LoopResult]) -> str:
         for s in r.steps:
             mark = {True: "ok", False: "FAIL", None: "--"}[s.ok]
             out.append(f"      {s.name:<8} {mark:<4} {s.detail}")
+            for ln in s.tail.splitlines()[-8:]:
+                out.append(f"               | {ln[:160]}")
     return "\n".join(out)
 
 

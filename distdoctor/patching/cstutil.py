@@ -6,7 +6,7 @@ from typing import Iterator
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import ParentNodeProvider, QualifiedNameProvider
+from libcst.metadata import ParentNodeProvider, QualifiedNameProvider, ScopeProvider
 
 STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
@@ -127,3 +127,53 @@ def assigned_names(stmt: cst.CSTNode) -> set[str]:
 
 def is_none(node: cst.CSTNode) -> bool:
     return m.matches(node, m.Name("None"))
+
+
+
+def _from_import_aliases(visitor: cst.MetadataDependent) -> dict[str, str]:
+    """Local name -> imported name for every `from x import name [as local]` in any scope."""
+    aliases: dict[str, str] = {}
+    scopes = visitor.metadata.get(ScopeProvider, {})
+    for scope in {id(s): s for s in scopes.values() if s is not None}.values():
+        for assignment in scope.assignments:
+            node = getattr(assignment, "node", None)
+            if isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+                for alias in node.names:
+                    imported = cst.helpers.get_full_name_for_node(alias.name) or ""
+                    local = alias.evaluated_alias or imported
+                    aliases[local] = imported.rsplit(".", 1)[-1]
+    return aliases
+
+
+def named_nodes(visitor: cst.MetadataDependent, accept, wanted) -> list[tuple[cst.CSTNode, set[str]]]:
+    """Names and attributes whose identifier passes wanted(ident) (directly or through a
+    `from ... import x as y` alias) and whose qualified names pass accept(names). Candidates come from
+    the resolved QualifiedNameProvider table; qualified names are computed only for candidates."""
+    table = visitor.metadata.get(QualifiedNameProvider, {})
+    aliases = _from_import_aliases(visitor)
+    out = []
+    for node in table:
+        if isinstance(node, cst.Name):
+            ident = node.value
+            if not (wanted(ident) or (ident in aliases and wanted(aliases[ident]))):
+                continue
+        elif isinstance(node, cst.Attribute):
+            if not wanted(node.attr.value):
+                continue
+        else:
+            continue
+        names = {q.name for q in visitor.get_metadata(QualifiedNameProvider, node, set())}
+        if names and accept(names):
+            out.append((node, names))
+    return out
+
+
+def calls_to(visitor: cst.MetadataDependent, names: frozenset[str] | set[str]) -> list[cst.Call]:
+    """Every call whose callee resolves to one of names (`import torch.distributed as dist` included)."""
+    last = {n.rsplit(".", 1)[-1] for n in names}
+    calls = []
+    for node, _ in named_nodes(visitor, lambda found: bool(found & names), last.__contains__):
+        parent = visitor.get_metadata(ParentNodeProvider, node, None)
+        if isinstance(parent, cst.Call) and parent.func is node:
+            calls.append(parent)
+    return calls

@@ -14,13 +14,15 @@ import stat
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Sequence
 
 import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import MetadataWrapper
 
 from distdoctor.patching.base import Change, PatchOptions
 
@@ -83,24 +85,38 @@ def patch_source(source: str, patches: list[ModuleType] | None = None, options: 
     bom = source.startswith(BOM)
     text = source[1:] if bom else source
     module = cst.parse_module(text)
+    # One metadata resolution is shared by every patch until one of them changes the tree.
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     changes: list[Change] = []
     for patch in active:
         context = CodemodContext(filename=path, full_module_name=None, scratch={})
         try:
-            new_module = patch.Transformer(context, options).transform_module(module)
+            new_module = _transform(patch.Transformer(context, options), wrapper)
         except SkipFile:
             continue
         except Exception as exc:
             raise PatchFailure(patch.PATCH.id, exc) from exc
         recorded = list(context.scratch.get("distdoctor_changes", []))
-        if new_module.code == module.code:
-            continue
-        changes += recorded or [Change(0, patch.PATCH.id, "rewrote code")]
-        module = new_module
-    new_text = module.code
+        if not recorded or new_module.code == wrapper.module.code:
+            continue  # a rewrite counts only when the patch recorded it
+        changes += recorded
+        wrapper = MetadataWrapper(new_module)  # copies: rewritten trees may share nodes
+    new_text = wrapper.module.code if changes else text
     if new_text == text:
         return PatchResult(source, [])
     return PatchResult((BOM if bom else "") + new_text, sorted(changes, key=lambda c: (c.line, c.patch)))
+
+
+def _transform(command, wrapper: MetadataWrapper) -> cst.Module:
+    """Codemod.transform_module, but on an already wrapped module (metadata resolved once, reused)."""
+    with command.resolve(wrapper):
+        command.context = replace(command.context, wrapper=wrapper)
+        tree = command.transform_module_impl(wrapper.module)
+    for key, helper in ((AddImportsVisitor.CONTEXT_KEY, AddImportsVisitor),
+                        (RemoveImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor)):
+        if key in command.context.scratch:
+            tree = helper(command.context).transform_module(tree)
+    return tree
 
 
 def unified_diff(old: str, new: str, label: str) -> str:

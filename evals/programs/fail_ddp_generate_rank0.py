@@ -1,7 +1,12 @@
 """Train with DDP, then generate on rank 0 only through the DDP wrapper (a forward on one rank).
 
+--then barrier (default): the other ranks wait at a barrier; both sides time out.
+--then allreduce: the other ranks all_reduce a final metric, which gloo pairs with rank 0's buffer
+broadcast: "Received data size doesn't match expected size".
+
 Expected cause: rank_conditional_collective.
 """
+import argparse
 from datetime import timedelta
 
 import torch
@@ -10,6 +15,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--then", choices=["barrier", "allreduce"], default="barrier")
+    args = parser.parse_args()
     dist.init_process_group("gloo", timeout=timedelta(seconds=8))
     rank = dist.get_rank()
     torch.manual_seed(0)
@@ -29,7 +37,10 @@ def main() -> None:
         for _ in range(4):  # generation, on the master process only
             x = model(x)
         print("generated", x.shape, flush=True)
-    dist.barrier()
+    if args.then == "barrier":
+        dist.barrier()
+    else:
+        dist.all_reduce(torch.tensor([loss.item()]))  # final metric, on every rank
     dist.destroy_process_group()
 
 

@@ -1,14 +1,16 @@
-"""Re-create the generated log corpus (tests/data/logs/gen_*) by running broken programs for real.
+"""Re-create the log corpus in tests/data/logs: gen_* by running broken programs for real, field_* from reports.
 
-Every `gen_*` log is the combined stdout+stderr of a real run here (torch CPU build, gloo), written
-next to a `.meta.yaml` sidecar naming the root cause. Usage:
+Every `gen_*` log is the combined stdout+stderr of a real run here (torch CPU build, gloo) of a program
+in evals/programs/, written next to a `.meta.yaml` sidecar naming the root cause. Every `field_*` log
+is a verbatim excerpt of a field report in ../shared/field-reports/. Usage:
 
     python tests/data/make_logs.py --list          # the cases, their causes and programs
-    python tests/data/make_logs.py                 # re-create all of them (a few minutes)
-    python tests/data/make_logs.py gen_port_in_use gen_unused_parameters
+    python tests/data/make_logs.py                 # re-create all of them (about 6 minutes on 2 cores)
+    python tests/data/make_logs.py gen_port_in_use_torchrun gen_unused_parameters
+    python tests/data/make_logs.py --readme        # only rewrite tests/data/logs/README.md
 
 A case whose run does not show the failure it is meant to show (its `expect` strings) is not
-written: the old files stay and the exit status is 1.
+written: the old files stay and the exit status is 1. Unknown names: exit status 2.
 """
 
 from __future__ import annotations
@@ -103,11 +105,26 @@ def _closed_port(case: Case) -> Iterator[None]:
 @contextlib.contextmanager
 def _fresh_dir(case: Case) -> Iterator[None]:
     """Give the program an empty --out directory (the path is a script argument)."""
-    out = Path(case.script_args[case.script_args.index("--out") + 1])
+    with _fresh_dir_at(Path(case.script_args[case.script_args.index("--out") + 1])):
+        yield
+
+
+@contextlib.contextmanager
+def _stale_node_config(case: Case) -> Iterator[None]:
+    """Write --config-dir/node0.json (current) and node1.json (a stale copy with one layer less)."""
+    with _fresh_dir_at(Path(case.script_args[case.script_args.index("--config-dir") + 1])) as out:
+        (out / "node0.json").write_text('{"width": 32, "n_layer": 3}\n', encoding="utf-8")
+        (out / "node1.json").write_text('{"width": 32, "n_layer": 2}\n', encoding="utf-8")
+        yield
+
+
+@contextlib.contextmanager
+def _fresh_dir_at(out: Path) -> Iterator[Path]:
+    """An empty directory at `out` for the duration of the run, removed afterwards."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     try:
-        yield
+        yield out
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -202,9 +219,24 @@ CASES: list[Case] = [
          notes="rank 1 raises ValueError in its step; rank 0 then fails in all_reduce with gloo "
                "'Connection closed by peer' (an echo); torchrun SIGTERMs the rest."),
     Case("gen_peer_died_4ranks", "peer_died_first", "fail_rank_raises.py", 2,
-         expect=["ValueError: bad batch", "ChildFailedError"], nproc=4,
-         script_args=["--bad-rank", "2"],
-         notes="4 ranks, rank 2 raises; the echoes from ranks 0, 1 and 3 take more lines than the cause."),
+         expect=["ValueError: bad batch", "ChildFailedError", "[rank0]:", "[rank1]:", "[rank3]:"], nproc=4,
+         script_args=["--bad-rank", "2"], launcher_args=["--monitor-interval=1"], attempts=3,
+         notes="4 ranks, rank 2 raises; the echoes from ranks 0, 1 and 3 (gloo 'Connection closed by peer' "
+               "or 'Connection reset by peer' tracebacks) take more lines than the cause."),
+    Case("gen_peer_died_tee", "peer_died_first", "fail_rank_raises.py", 1,
+         expect=["[default1]:", "ValueError: bad batch"], script_args=["--bad-rank", "1"],
+         launcher_args=["--tee", "3"],
+         notes="torchrun --tee 3: every worker line is prefixed [default<local rank>]: (role 'default')."),
+    Case("gen_peer_died_filtered", "peer_died_first", "fail_rank_raises.py", 1,
+         expect=["[default0]:", ECHO, "rank      : 1 (local_rank: 1)"], script_args=["--bad-rank", "1"],
+         launcher_args=["--tee", "3", "--local-ranks-filter", "0"], attempts=3,
+         notes="--tee 3 --local-ranks-filter 0 (only rank 0's output on the console): rank 1's ValueError "
+               "is not in the log at all; rank 0's 'Connection closed by peer' and torchrun's summary "
+               "(root cause rank 1, exitcode 1) are the only evidence."),
+    Case("gen_peer_died_role", "peer_died_first", "fail_rank_raises.py", 0,
+         expect=["[trainer0]:", "ValueError: bad batch"], script_args=["--bad-rank", "0"],
+         launcher_args=["--role", "trainer", "--tee", "3"],
+         notes="torchrun --role trainer --tee 3: lines are prefixed [trainer<local rank>]:; rank 0 raises."),
     Case("gen_peer_died_logdir", "peer_died_first", "fail_rank_raises.py", 1,
          expect=["ChildFailedError"], script_args=["--bad-rank", "1"], per_rank_dir=True,
          notes="--log-dir with --redirects 3: the console (this .log) has only the agent's summary; the "
@@ -213,28 +245,56 @@ CASES: list[Case] = [
          expect=["Timed out waiting 5000ms"],
          notes="all_reduce under `if rank == 0`; gloo times out on rank 0 after the 5 s group timeout, "
                "the agent then SIGTERMs rank 1."),
-    Case("gen_ddp_generate_rank0", "rank_conditional_collective", "fail_ddp_generate_rank0.py", 0,
+    Case("gen_rank0_allreduce_logdir", "rank_conditional_collective", "fail_rank0_allreduce.py", 0,
+         expect=["ChildFailedError"], per_rank_dir=True,
+         notes="gen_rank0_allreduce with --log-dir and --redirects 3: the console (this .log) has only the "
+               "agent's summary; rank 0's timeout is in gen_rank0_allreduce_logdir.d/attempt_0/0/stderr.log."),
+    Case("gen_rank0_allreduce_peer_exits", "rank_conditional_collective", "fail_rank0_allreduce.py", 0,
+         expect=[ECHO], script_args=["--then", "exit"],
+         notes="all_reduce under `if rank == 0` while rank 1 finishes cleanly and exits: rank 0 gets gloo "
+               "'Connection closed by peer' and torchrun names rank 0 as root cause, yet no peer crashed "
+               "(rank 1 printed 'exiting' and exited 0). Looks like peer_died_first; it is not."),
+    Case("gen_rank0_allreduce_then_broadcast", "rank_conditional_collective", "fail_rank0_allreduce.py", None,
+         expect=["Timed out waiting", "dist.broadcast(weights"], script_args=["--then", "broadcast"],
+         notes="all_reduce under `if rank == 0`, then every rank broadcasts the weights: rank 0 waits in its "
+               "all_reduce, rank 1 in the broadcast, both time out after 5 s."),
+    Case("gen_rank0_allreduce_detail", "rank_conditional_collective", "fail_rank0_allreduce.py", None,
+         expect=["Detected mismatch between collectives on ranks"], script_args=["--then", "broadcast"],
+         env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+         notes="same program as gen_rank0_allreduce_then_broadcast with TORCH_DISTRIBUTED_DEBUG=DETAIL: the "
+               "collective fingerprints name ALLREDUCE on rank 0 vs BROADCAST on rank 1."),
+    Case("gen_rank0_allreduce_detail_sleep", "rank_conditional_collective", "fail_rank0_allreduce.py", 0,
+         expect=["failed to pass monitoredBarrier"], env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+         notes="same program as gen_rank0_allreduce with TORCH_DISTRIBUTED_DEBUG=DETAIL: rank 0's all_reduce "
+               "reports 'Ranks 1 failed to pass monitoredBarrier' (DETAIL wraps each collective in one)."),
+    Case("gen_ddp_generate_rank0", "rank_conditional_collective", "fail_ddp_generate_rank0.py", None,
          expect=["_sync_buffers", "Timed out waiting"],
          context="generation after training runs on rank 0 only",
          notes="DDP forward on rank 0 only (generation); DDP broadcasts BatchNorm buffers in forward, so "
                "rank 0 waits in _broadcast_coalesced while rank 1 waits in a barrier; both time out."),
-    Case("gen_gloo_get_future", "gloo_missing_feature", "fail_gloo_get_future.py", 0,
+    Case("gen_ddp_generate_rank0_allreduce", "rank_conditional_collective", "fail_ddp_generate_rank0.py", None,
+         expect=["_sync_buffers", "[rank1]:"], script_args=["--then", "allreduce"],
+         context="generation after training runs on rank 0 only",
+         notes="as gen_ddp_generate_rank0, but rank 1 then all_reduces a final metric: gloo pairs it with "
+               "rank 0's buffer broadcast; here rank 0 fails with 'Application timeout caused pair closure' "
+               "and rank 1 with a send timeout (the exact texts depend on timing)."),
+    Case("gen_gloo_get_future", "gloo_missing_feature", "fail_gloo_get_future.py", None,
          expect=["Work::getFuture not implemented"],
          notes="reduce_scatter(async_op=True).get_future() on gloo; every rank fails the same way."),
-    Case("gen_nccl_not_built", "nccl_without_cuda", "fail_nccl_on_cpu.py", 1,
+    Case("gen_nccl_not_built", "nccl_without_cuda", "fail_nccl_on_cpu.py", None,
          expect=["Distributed package doesn't have NCCL built in"], script_args=["--variant", "nccl"],
          notes="init_process_group('nccl') on the CPU build of torch; no [rankN]: prefix because the "
                "process group never came up. first_failure_rank is whichever rank torchrun saw first."),
-    Case("gen_nccl_compound_backend", "nccl_without_cuda", "fail_nccl_on_cpu.py", 1,
+    Case("gen_nccl_compound_backend", "nccl_without_cuda", "fail_nccl_on_cpu.py", None,
          expect=["Distributed package doesn't have NCCL built in", "cpu:gloo,cuda:nccl"],
          script_args=["--variant", "compound"],
          notes="init_process_group('cpu:gloo,cuda:nccl') on the CPU build fails the same way as plain nccl."),
-    Case("gen_gloo_device_id_cuda", "nccl_without_cuda", "fail_nccl_on_cpu.py", 0,
+    Case("gen_gloo_device_id_cuda", "nccl_without_cuda", "fail_nccl_on_cpu.py", None,
          expect=["does not match the current compilation's accelerator support"],
          script_args=["--variant", "device_id"],
          notes="init_process_group('gloo', device_id=torch.device('cuda', LOCAL_RANK)) on a CPU build: "
                "the backend was switched to gloo but the CUDA device_id was left in."),
-    Case("gen_ddp_device_ids_cpu", "nccl_without_cuda", "fail_nccl_on_cpu.py", 0,
+    Case("gen_ddp_device_ids_cpu", "nccl_without_cuda", "fail_nccl_on_cpu.py", None,
          expect=["device_ids and output_device arguments only work with"],
          script_args=["--variant", "ddp_device_ids"],
          notes="DDP(cpu_module, device_ids=[LOCAL_RANK]) after switching to gloo/CPU: the CUDA-only "
@@ -249,15 +309,30 @@ CASES: list[Case] = [
          env={"HELD_PORT": "29562", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29562", "RANK": "0",
               "WORLD_SIZE": "2", "LOCAL_RANK": "0"},
          notes="rank 0 started by hand (env://) with MASTER_PORT already taken by another process."),
-    Case("gen_unused_parameters", "unused_parameters", "fail_unused_parameters.py", 0,
+    Case("gen_unused_parameters", "unused_parameters", "fail_unused_parameters.py", None,
          expect=["Expected to have finished reduction in the prior iteration"],
          notes="DDP without find_unused_parameters over a model with a layer forward never uses; both "
                "ranks fail on the second forward."),
     Case("gen_sigkill_rank1", "peer_died_first", "fail_sigkill.py", 1,
-         expect=["SIGKILL", ECHO], script_args=["--bad-rank", "1"], launcher_args=["--monitor-interval=1"],
+         expect=["SIGKILL", ECHO], script_args=["--bad-rank", "1"], launcher_args=["--monitor-interval=2"], attempts=3,
          notes="rank 1 gets SIGKILL (exitcode -9) with no message of its own, as from the OOM killer or "
                "a scheduler; the log alone cannot tell OOM from another kill, so oom_one_rank is not "
                "claimed. Rank 0's 'Connection closed by peer' is an echo."),
+    Case("gen_oom_rank0_cpu", "oom_one_rank", "fail_oom_rank0.py", 0,
+         expect=["DefaultCPUAllocator: can't allocate memory"], also=["peer_died_first"],
+         notes="each rank is capped at 3 GiB of address space (RLIMIT_AS, like a container limit); rank 0 "
+               "alone gathers every rank's predictions (8 GiB) and its allocation fails; rank 1 then sees "
+               "'Connection closed by peer' at the barrier."),
+    Case("gen_python_no_launcher", "single_process_launch", "fail_port_in_use.py", None,
+         expect=["environment variable RANK expected, but not set"], plain_python=True,
+         context="python train.py (the script calls init_process_group with the default env://)",
+         notes="a distributed script started with plain python: no RANK/WORLD_SIZE/MASTER_ADDR in the "
+               "environment, so the env:// rendezvous fails at once."),
+    Case("gen_single_process_silent", "single_process_launch", "fail_single_process.py", None,
+         expect=["ddp=False rank=0 world_size=1"], plain_python=True,
+         context="python train.py on a machine with 2 GPUs; adding GPUs did not change the speed",
+         notes="the script falls back to one process when RANK is unset (nanoGPT style); nothing fails, "
+               "exit status 0; only 'world_size=1' in the log shows it."),
     Case("gen_mp_spawn_zero_gpus", "single_process_launch", "fail_mp_spawn_cuda_count.py", None,
          expect=["spawning 0 workers", "training finished"], plain_python=True,
          context="python train.py on a machine without GPUs; it finished instantly",
@@ -269,34 +344,52 @@ CASES: list[Case] = [
          notes="5 shards split rank::world: rank 0 has 3 batches, rank 1 has 2. Rank 1 leaves the loop "
                "and its all_reduce meets rank 0's DDP gradient bucket: gloo aborts rank 1 (SIGABRT, "
                "'Received data size doesn't match'), then rank 0 sees 'Connection reset by peer'."),
-    Case("gen_compile_head_dim", "shape_config_error", "fail_compile_head_dim.py", 0,
+    Case("gen_uneven_batches_4ranks", "dataloader_uneven", "fail_uneven_batches.py", None,
+         expect=["rank 0: 2 batches", "Timed out waiting"], nproc=4,
+         notes="5 shards over 4 ranks: rank 0 has 2 batches, ranks 1-3 have 1. Ranks 1-3 leave the loop and "
+               "wait in the final all_reduce while rank 0 starts its second DDP step; every rank times out "
+               "after 5 s (no size-mismatch abort this time), which makes it look like a plain hang."),
+    Case("gen_compile_head_dim", "shape_config_error", "fail_compile_head_dim.py", None,
          expect=["Dynamo failed to run FX node with fake tensors", "is invalid for input of size"],
          timeout=120,
          notes="d_model=104 with head_dim=12 (104 is not a multiple of 12) under torch.compile; every "
                "rank fails the same way in dynamo tracing."),
+    Case("gen_compile_no_cxx", "compile_toolchain", "fail_compile_toolchain.py", None,
+         expect=["InvalidCxxCompiler"], env={"CXX": "/nonexistent/g++"}, timeout=120,
+         notes="a correct model under torch.compile on a node whose CXX names a compiler that is not there: "
+               "inductor cannot build CPU kernels; every rank fails the same way."),
     Case("gen_launcher_run_ambiguous", "launcher_args", "fail_launcher_flag.py", None,
          expect=["ambiguous option: --run could match --run-path, --run_path"], cmd=_torchrun_no_dashdash,
          script_args=["--device-type", "cpu", "--run", "test"],
          notes="the script's own --run flag, written after the script name without `--`, is still "
                "parsed by torchrun as an abbreviation of --run-path/--run_path; torchrun exits 2 before "
                "starting any worker."),
-    Case("gen_launcher_dashdash_middle", "launcher_args", "fail_launcher_flag.py", 0,
+    Case("gen_launcher_dashdash_middle", "launcher_args", "fail_launcher_flag.py", None,
          expect=["unrecognized arguments: -- --run test"], cmd=_torchrun_no_dashdash,
          script_args=["--device-type", "cpu", "--", "--run", "test"],
          notes="`--` put between script flags (not right after the script name) is passed through to "
                "the script, whose argparse rejects it; every rank exits 2."),
-    Case("gen_meta_device", "device_mismatch", "fail_meta_device.py", 0,
+    Case("gen_meta_device", "device_mismatch", "fail_meta_device.py", None,
          expect=["Tensor on device meta is not on the expected device cpu"],
          notes="model created under torch.device('meta') and never materialised, fed a CPU batch. A "
                "CPU-only build cannot show 'Expected all tensors to be on the same device' (that needs "
                "two real devices); this is its CPU-side equivalent."),
-    Case("gen_detail_debug_segfault", "collective_timeout", "fail_ddp_generate_rank0.py", 0,
+    Case("gen_detail_debug_segfault", "collective_timeout", "fail_ddp_generate_rank0.py", None,
          expect=["SIGSEGV"], env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
          also=["rank_conditional_collective"],
          context="set TORCH_DISTRIBUTED_DEBUG=DETAIL to find why generation after training hangs",
-         notes="with TORCH_DISTRIBUTED_DEBUG=DETAIL every rank dies with SIGSEGV (exitcode -11) at DDP "
-               "construction on gloo, torch 2.13 CPU, before any step and with no Python traceback. "
-               "The desync toolkit itself crashes here; no taxonomy id names that yet (see README)."),
+         notes="with TORCH_DISTRIBUTED_DEBUG=DETAIL every rank dies with SIGSEGV (exitcode -11) while "
+               "constructing DDP on gloo, torch 2.13 CPU, before any step and with no Python traceback "
+               "(see the faulthandler variant for where). The desync toolkit itself crashes here; no "
+               "taxonomy id names that yet, so the cause is the one the user was debugging with it."),
+    Case("gen_detail_debug_segfault_faulthandler", "collective_timeout", "fail_ddp_generate_rank0.py", None,
+         expect=["Fatal Python error: Segmentation fault", "_ddp_init_helper"],
+         env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL", "PYTHONFAULTHANDLER": "1"},
+         also=["rank_conditional_collective"],
+         context="set TORCH_DISTRIBUTED_DEBUG=DETAIL to find why generation after training hangs",
+         notes="as gen_detail_debug_segfault with PYTHONFAULTHANDLER=1: the Python stack at the crash is "
+               "DDP.__init__ -> _ddp_init_helper (distributed.py:1473, self.logger.set_construction_data_"
+               "and_log), i.e. the C++ DDP logger that records the debug environment variables."),
     Case("gen_monitored_barrier", "collective_timeout", "fail_monitored_barrier.py", 0,
          expect=["failed to pass monitoredBarrier"],
          notes="rank 1 is busy (a sleep) and misses a monitored_barrier(timeout=3s); rank 0 names "
@@ -306,6 +399,12 @@ CASES: list[Case] = [
          setup=_fresh_dir, attempts=3,
          notes="both ranks see that the cache directory does not exist, then both os.makedirs it "
                "without exist_ok; the slower one gets FileExistsError. Which rank loses is timing."),
+    Case("gen_code_not_synced", "environment_mismatch", "fail_code_not_synced.py", None,
+         expect=["DDP expects same model across all ranks"],
+         script_args=["--config-dir", "/tmp/distdoctor-node-configs"], setup=_stale_node_config,
+         context="two nodes, code and configs copied to each by hand; the second node's copy is older",
+         notes="simulated on one host: rank r reads node<r>.json, and rank 1's copy has 2 layers instead of "
+               "3; DDP's parameter check names the mismatch on both ranks."),
     Case("gen_checkpoint_no_barrier", "checkpoint_all_ranks", "fail_checkpoint_all_ranks.py", 1,
          expect=["saving checkpoint", "[rank1]:", "ChildFailedError"],
          script_args=["--out", "/tmp/distdoctor-ckpt-no-barrier"], setup=_fresh_dir, attempts=3,
@@ -328,28 +427,175 @@ CASES: list[Case] = [
 ]
 
 
+@dataclass
+class FieldCase:
+    """A log quoted in a field report (../shared/field-reports): lines `first`..`last`, copied verbatim."""
+
+    name: str
+    report: str
+    first: str  # a substring of the first line to copy
+    last: str  # a substring of the last line to copy (searched from the first line on)
+    cause: str
+    first_failure_rank: int | None
+    also: list[str] = field(default_factory=list)
+    context: str | None = None
+    notes: str | None = None
+
+
+FIELD_REPORTS = ROOT.parent / "shared" / "field-reports"
+
+FIELD_CASES: list[FieldCase] = [
+    FieldCase("field_olmo_connection_closed", "olmo-core-multinode-errors.md",
+              "g3053:52835:53467 [3] NCCL INFO [Service thread] Connection closed by localRank 0",
+              "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+              "[10.64.77.53]:34971",
+              "peer_died_first", 0, also=["slurm_launch"],
+              context="OLMo-core launched with srun + python on a Slurm cluster; three ranks fail at a barrier",
+              notes="ranks 1, 2 and 3 (g3053:1..3) all report gloo 'Connection closed by peer' in dist.barrier; "
+                    "the NCCL line says the connection to localRank 0 closed, so rank 0 went first and its own "
+                    "error is not in the quoted log. srun ran without --kill-on-bad-exit."),
+    FieldCase("field_olmo_dynamo_view", "olmo-core-multinode-errors.md",
+              "2025-06-16 16:44:37.316\tg3076:0", "q = q.view(B, T, -1, self.head_dim)",
+              "shape_config_error", 0,
+              context="wrong hidden dimension set in the TransformerConfig",
+              notes="hidden size 832 is not a multiple of head_dim 75; dynamo reports it while tracing."),
+    FieldCase("field_olmo_nccl_channels", "olmo-core-multinode-errors.md",
+              "g3094:44814:45294 [1] NCCL INFO Channel 00/0", "g3094:44813:45295 [0] NCCL INFO Channel 03/0",
+              "single_process_launch", None,
+              context="training speed did not change when adding GPUs; all logs from GPU 0",
+              notes="the user's evidence: wandb showed near-zero memory/power on all but GPU 0 and checkpoints "
+                    "were only __0_*.distcp. The quoted NCCL lines themselves show one host pairing ranks "
+                    "0 and 1, so the log alone is weak evidence; the context carries the diagnosis."),
+    FieldCase("field_nanogpt_invalid_device_ordinal", "nanogpt-ddp-training-log.md",
+              "ddp_world_size 8", "============================================================",
+              "local_rank_device", 4,
+              context="torchrun --nproc_per_node=8 on a node where the job was given 4 GPUs",
+              notes="CUDA_VISIBLE_DEVICES was 0,1,2,3: ranks 4-7 have no device; torchrun names rank 4 as "
+                    "root cause. Some lines of the quoted log are merged with trailing spaces as pasted."),
+    FieldCase("field_nanogpt_heartbeat_timeout", "nanogpt-ddp-training-log.md",
+              "[rank0]:[E ProcessGroupNCCL.cpp:1316]", "failed (exitcode: -6) local_rank: 0",
+              "rank_conditional_collective", 0, also=["collective_timeout"],
+              context="generation runs on rank 0 only after training",
+              notes="the DDP model's forward is called for generation on the master process only; the "
+                    "user fixed it by running the generation forward on every rank."),
+    FieldCase("field_nanogpt_expected_all_tensors", "nanogpt-ddp-training-log.md",
+              'File "/GPUFS/nsccgz_qylin_1/zt/gpt-dev/persona_gpt.py", line 292, in generate_tokens',
+              "RuntimeError: Expected all tensors to be on the same device",
+              "device_mismatch", None,
+              context="token generation after DDP training",
+              notes="the prompt idx was created on the CPU while the model is on cuda:0; fixed with "
+                    "torch.zeros(..., device=device)."),
+    FieldCase("field_nanogpt_dynamo_py312", "nanogpt-ddp-training-log.md",
+              "Traceback (most recent call last):", "RuntimeError: Dynamo is not supported on Python 3.12+",
+              "compile_toolchain", None,
+              context="torch.compile(model) added to a nanoGPT-style script; torch 2.3 on Python 3.12"),
+    FieldCase("field_nanogpt_gcc_c99", "nanogpt-ddp-training-log.md",
+              "/tmp/tmpd5t0oroc/main.c: In function", "/tmp/tmp0td94o5b/main.c:354:3: error",
+              "compile_toolchain", None,
+              context="torch.compile on a cluster whose system gcc is 4.8.5",
+              notes="Triton's generated C helper fails to build with the old gcc; fixed by a newer gcc."),
+]
+
+
+def extract_field(case: FieldCase) -> str:
+    """The report's lines from the first line containing case.first to the next containing case.last."""
+    lines = (FIELD_REPORTS / case.report).read_text(encoding="utf-8").splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if case.first in line), None)
+    if start is None:
+        raise ValueError(f"{case.name}: {case.report} has no line containing {case.first!r}")
+    end = next((i for i in range(start, len(lines)) if case.last in lines[i]), None)
+    if end is None:
+        raise ValueError(f"{case.name}: {case.report} has no line containing {case.last!r} after line {start + 1}")
+    return "".join(lines[start:end + 1])
+
+
+def produce_field(case: FieldCase) -> tuple[bool, str]:
+    """Write one field_* log (verbatim excerpt) and its meta."""
+    try:
+        text = extract_field(case)
+    except (OSError, ValueError) as exc:
+        return False, str(exc)
+    meta: dict = {"source": f"field report {case.report}", "expected_cause": case.cause,
+                  "first_failure_rank": case.first_failure_rank}
+    if case.also:
+        meta["also"] = list(case.also)
+    for key in ("context", "notes"):
+        if getattr(case, key):
+            meta[key] = getattr(case, key)
+    _write_atomic(LOGS / f"{case.name}.log", text)
+    _write_atomic(LOGS / f"{case.name}.meta.yaml", yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=100))
+    return True, f"{case.name}: {len(text.splitlines())} lines from {case.report}"
+
+
+README_HEAD = """# Real log corpus
+
+Logs that diagnosis, the knowledge base and the evals are tested on. Every `<name>.log` is real text:
+produced here by torch 2.13 (CPU build, gloo), quoted from a public issue (URL in its meta), or copied
+verbatim from a field report in `../shared/field-reports/`. Each has a sidecar `<name>.meta.yaml`:
+`source`, `expected_cause` (the ROOT cause, a taxonomy id), `first_failure_rank` (global rank or null),
+optional `also`, `context` (what the user says), `notes`, `program` (the broken program it came from).
+`<name>.d/attempt_0/<rank>/{stdout,stderr}.log` is the per-rank `torchrun --log-dir` layout of the same run.
+
+- `gen_*`: re-created by `python tests/data/make_logs.py [NAME...]` (`--list` shows the cases) from the
+  broken programs in `evals/programs/fail_*.py`; a run that does not show its failure is not written.
+  Timing decides some details (which echo a survivor prints, which rank torchrun calls root cause in
+  a tie), so a re-created log can differ in those lines; the cause does not.
+- `field_*`: `python tests/data/make_logs.py field_<name>` copies the lines again from the report.
+- `tests/test_log_corpus.py` checks every meta (fields, taxonomy ids, source, log present).
+- This table is written by `python tests/data/make_logs.py --readme`.
+
+| name | expected cause | first rank | how produced |
+|---|---|---|---|
+"""
+
+
+def write_readme() -> Path:
+    """Write tests/data/logs/README.md: the header above and one row per meta found in the folder."""
+    rows = []
+    for meta_path in sorted(LOGS.glob("*.meta.yaml")):
+        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8")) or {}
+        name = meta_path.name[: -len(".meta.yaml")]
+        source = str(meta.get("source", "")).removeprefix("produced here: ")
+        if (LOGS / f"{name}.d").is_dir():
+            name += " (+ .d/)"
+        rank = meta.get("first_failure_rank")
+        cells = [name, str(meta.get("expected_cause", "?")), "-" if rank is None else str(rank), source]
+        rows.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    path = LOGS / "README.md"
+    _write_atomic(path, README_HEAD + "\n".join(rows) + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="cases to re-create (default: all)")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--readme", action="store_true",
+                        help="only rewrite tests/data/logs/README.md from the metas there")
     args = parser.parse_args(argv)
-    by_name = {c.name: c for c in CASES}
+    if args.readme:
+        print(f"wrote {write_readme()}", file=sys.stderr)
+        return 0
+    by_name: dict[str, Case | FieldCase] = {c.name: c for c in [*CASES, *FIELD_CASES]}
     if args.list:
         for c in CASES:
             print(f"{c.name:34} {c.cause:28} {c.program}")
+        for f in FIELD_CASES:
+            print(f"{f.name:34} {f.cause:28} field report {f.report}")
         return 0
     unknown = [n for n in args.names if n not in by_name]
     if unknown:
         print(f"make_logs: unknown case(s): {', '.join(unknown)} (see --list)", file=sys.stderr)
         return 2
-    chosen = [by_name[n] for n in args.names] if args.names else CASES
+    chosen = [by_name[n] for n in args.names] if args.names else [*FIELD_CASES, *CASES]
     LOGS.mkdir(parents=True, exist_ok=True)
     failed = 0
     for i, case in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {case.name} ...", file=sys.stderr, flush=True)
-        ok, message = produce(case)
+        ok, message = produce_field(case) if isinstance(case, FieldCase) else produce(case)
         failed += not ok
         print(("  ok " if ok else "  FAILED ") + message, file=sys.stderr, flush=True)
+    write_readme()
     return 1 if failed else 0
 
 

@@ -1,0 +1,218 @@
+"""Turn candidate lines into events: one per Python traceback per rank, one per C++ crash, one per
+other error line; mark the torchrun agent's summaries and the echoes of an earlier failure."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from distdoctor.diagnose.matcher import CompiledSignature
+
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?P<comma>,)? in ')
+EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|NotMet|Failure)"
+                      r"\b(?::|\s*$)")
+ERRORISH = re.compile(r"Error\b|Error:|Exception\b|ERROR|Fatal Python error|terminate called|what\(\): |"
+                      r"Segmentation fault|: error:|^\[?[EF]\d{4} \d\d:|^\[[EF] |FAILED|Aborted|core dumped")
+# The torchrun agent's own output: summaries of failures it saw, not failures of its own.
+AGENT = re.compile(r"torch/distributed/elastic/|torch/distributed/run\.py|torch/distributed/launcher/|"
+                   r"ChildFailedError|closing signal SIG|Root Cause \(first observed failure\)|"
+                   r"torch\.distributed\.elastic|elastic_launch|launch_agent|"
+                   r"^\s*(?:exitcode|error_file|traceback|host|time|rank)\s+:|^\S+\.py FAILED\s*$")
+# Consequences of another rank's failure (log syntax of gloo, NCCL and the agent).
+ECHO = re.compile(r"Connection closed by peer|Connection reset by peer|closing signal SIGTERM|"
+                  r"Signal 15 \(SIGTERM\)|Watchdog caught collective operation timeout|detected by watchdog|"
+                  r"ProcessGroupNCCL's watchdog|Connection closed by localRank|Broken pipe|"
+                  r"ChildFailedError|remote worker crashing")
+AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)")
+DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
+SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)")
+SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
+MAX_EVENT_LINES = 40
+MAX_EVENTS = 5000
+
+
+@dataclass
+class Line:
+    src: int
+    file: str
+    line: int
+    rank: int | None
+    ts: tuple | None
+    text: str
+    hits: list[CompiledSignature]
+    body: str = ""   # text without rank prefixes
+
+
+@dataclass
+class Event:
+    kind: str                     # traceback | crash | line
+    first: Line
+    lines: list[Line] = field(default_factory=list)
+    closed: bool = False
+
+    @property
+    def rank(self) -> int | None:
+        return self.first.rank
+
+    @property
+    def ts(self) -> tuple | None:
+        for ln in self.lines:
+            if ln.ts is not None:
+                return ln.ts
+        return None
+
+    @property
+    def hits(self) -> list[CompiledSignature]:
+        return [h for ln in self.lines for h in ln.hits]
+
+    @property
+    def is_agent(self) -> bool:
+        return any(AGENT.search(ln.text) for ln in self.lines)
+
+    @property
+    def is_echo(self) -> bool:
+        if any(h.kind == "root" for h in self.hits):
+            return False
+        return any(h.kind == "echo" for h in self.hits) or any(ECHO.search(ln.text) for ln in self.lines)
+
+    @property
+    def is_error(self) -> bool:
+        if self.kind == "traceback" and len(self.lines) == 1:
+            return False  # a header whose frames and exception went to another event
+        if self.kind != "line":
+            return True
+        if len(self.lines) == 1 and self.first.body.rstrip().endswith(":") and not self.first.hits:
+            return False  # a header ("ERROR Traceback:", "failed due to:") announcing text that did not follow
+        return any(ERRORISH.search(ln.body) or (FRAME.match(ln.body) and not FRAME.match(ln.body)["comma"])
+                   or any(h.kind == "root" for h in ln.hits) for ln in self.lines)
+
+    def key_line(self) -> Line:
+        """The line that best shows the failure: a root match, else the exception line."""
+        for exc_only in (True, False):
+            for ln in self.lines:
+                if any(h.kind == "root" for h in ln.hits) and (EXC_LINE.match(ln.body) or not exc_only):
+                    return ln
+        for ln in reversed(self.lines):
+            if EXC_LINE.match(ln.body):
+                return ln
+        for ln in self.lines:
+            if ERRORISH.search(ln.body) and not FRAME.match(ln.body):
+                return ln
+        return self.first
+
+
+@dataclass
+class SummaryEntry:
+    """One failure listed in torchrun's ChildFailedError summary."""
+
+    rank: int
+    line: Line
+    root: bool                  # listed under "Root Cause (first observed failure)"
+    exitcode: int | None = None
+
+
+class EventBuilder:
+    """Feed candidate lines in order of each source; read `events` and the agent's view after."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.open: dict[tuple[int, int | None], Event] = {}
+        self.summary: list[SummaryEntry] = []    # torchrun's failure summary, in order
+        self.agent_failed: Line | None = None    # first "failed (exitcode: N) local_rank: K"
+        self._in_summary: dict[int, bool] = {}   # src -> inside the Root Cause part
+        self._colon: dict[int, Event] = {}
+        self._last_tb: dict[int, Event] = {}
+        self.dropped = 0
+
+    def _add(self, ev: Event) -> None:
+        if len(self.events) < MAX_EVENTS:
+            self.events.append(ev)
+        else:
+            self.dropped += 1
+
+    def agent_first(self) -> Line | None:
+        """The rank the agent's summary shows failing first: one killed by a signal (not the agent's
+        SIGTERM) beats an ordinary exit listed as root cause, which may be only an echo of it."""
+        root = next((e for e in self.summary if e.root), None)
+        killed = [e for e in self.summary if e.exitcode is not None and e.exitcode < 0 and e.exitcode != -15]
+        pick = root
+        if killed and (root is None or root.exitcode is None or root.exitcode >= 0):
+            pick = killed[0]
+        if pick is not None:
+            return pick.line
+        return self.agent_failed
+
+    def _summary(self, ln: Line, body: str) -> None:
+        if "Root Cause" in body:
+            self._in_summary[ln.src] = True
+            return
+        if body.strip() == "Failures:":
+            self._in_summary[ln.src] = False
+            return
+        if ln.src not in self._in_summary:
+            return
+        m = SUMMARY_RANK.match(body)
+        if m:
+            ln.rank = int(m["rank"])
+            self.summary.append(SummaryEntry(ln.rank, ln, self._in_summary[ln.src]))
+            return
+        m = SUMMARY_EXIT.match(body)
+        if m and self.summary and self.summary[-1].exitcode is None:
+            self.summary[-1].exitcode = int(m["code"] or m["code2"])
+
+    def feed(self, ln: Line, body: str) -> None:
+        self._summary(ln, body)
+        if self.agent_failed is None:
+            m = AGENT_FAILED.search(body)
+            if m:
+                self.agent_failed = Line(ln.src, ln.file, ln.line, int(m["rank"]), ln.ts, ln.text, ln.hits, body)
+        cont = self._colon.pop(ln.src, None)
+        if cont is not None and ln.rank is None and ln.line == cont.lines[-1].line + 1:
+            # "ERROR Training failed due to:" then the message on the next, unprefixed line
+            ln.rank = cont.rank
+            cont.lines.append(ln)
+            return
+        key = (ln.src, ln.rank)
+        ev = self.open.get(key)
+        if ev is None and ln.rank is None:
+            # a logger that prefixes only the first line of a multi-line traceback
+            last = self._last_tb.get(ln.src)
+            if last is not None and not last.closed and not TRACEBACK.search(body):
+                key, ev = (ln.src, last.rank), last
+                ln.rank = last.rank
+        if TRACEBACK.search(body):
+            if ev is not None:
+                ev.closed = True
+            ev = Event("traceback", ln, [ln])
+            self.open[key] = ev
+            self._last_tb[ln.src] = ev
+            self._add(ev)
+            return
+        if "terminate called" in body:
+            ev = Event("crash", ln, [ln])
+            self.open[key] = ev
+            self._add(ev)
+            return
+        if ev is not None and not ev.closed:
+            if len(ev.lines) < MAX_EVENT_LINES:
+                ev.lines.append(ln)
+            elif ln.hits:
+                ev.lines[-1] = ln
+            stripped = body.strip()
+            if ev.kind == "crash" and stripped.startswith("what():"):
+                ev.closed = True
+                self.open.pop(key, None)
+            elif ev.kind == "traceback" and EXC_LINE.match(stripped) and not FRAME.match(body):
+                ev.closed = True
+                self.open.pop(key, None)
+            elif ln.line - ev.first.line > 2000:
+                ev.closed = True
+                self.open.pop(key, None)
+            return
+        if FRAME.match(body) and FRAME.match(body)["comma"]:
+            return  # a stray traceback frame (its header was not seen): no event of its own
+        ev = Event("line", ln, [ln])
+        self._add(ev)
+        if body.rstrip().endswith(":") and ERRORISH.search(body):
+            self._colon[ln.src] = ev

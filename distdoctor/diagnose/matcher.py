@@ -1,0 +1,219 @@
+"""Signature matching against the knowledge base, with a cheap prefilter for big logs.
+
+The signatures come from references/ through distdoctor.knowledge (never a copy here). For speed,
+each signature regex is reduced to literal "anchors" (one of which any match must contain); all
+anchors, plus the structural ones below, form one trie-shaped regex that is searched over whole
+blocks of text. Only lines it hits get the per-signature regexes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+try:  # Python 3.11+
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+    from re import _constants as sre_c  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse  # type: ignore[no-redef]
+    import sre_constants as sre_c  # type: ignore[no-redef]
+
+from distdoctor import paths
+from distdoctor.knowledge import Entry, load_entries
+
+# Log syntax every diagnosis needs, whatever the knowledge base says: where a traceback starts,
+# frames, exception lines, crashes, and the torchrun agent's summaries. These only make a line a
+# candidate; they never name a cause.
+STRUCTURAL_ANCHORS = [
+    "Traceback (most recent call last)", 'File "', "Error", "Exception", "Exit", "Interrupt",
+    "ERROR", "FAILED", "Fatal Python error", "Root Cause", "Failures:", "SIGTERM", "Segmentation fault",
+    "Aborted", "Killed", "Timeout", "Timed out",
+]
+# Structural regexes (each starts with a rare character): glog error/fatal lines (E1123 07:09:50,
+# [E1123 ...], the torchrun agent's "failed (exitcode ...)" lines among them) and C++ crash text.
+STRUCTURAL_PATTERNS = [r"E\d{4} \d\d:\d\d", r"F\d{4} \d\d:\d\d", r"\[E ", r"\[F ", r"terminate called",
+                       r"what\(\): "]
+_MIN_ANCHOR = 3
+_MAX_ANCHOR = 20
+# Characters frequent at the start of ordinary log text: anchors avoid starting with them, since
+# the prefilter regex is tried at every position whose character can start an anchor.
+# How good a character is to start an anchor with: the prefilter regex is tried at every position
+# whose character can start an anchor, so anchors start with characters rare in ordinary log lines.
+_UPPER_RARITY = "ETAOINSRHLDCUMFPGWYBVKXJQZ"  # frequent first
+_LOWER_RARITY = "etaoinsrhldcumfpgwybvkxjqz"
+
+
+def _start_score(ch: str) -> int:
+    if ch in _UPPER_RARITY:
+        return 10 + _UPPER_RARITY.index(ch)
+    if ch in "'\"<>*#!@{}|~^`$%&?;+":
+        return 5
+    if ch in _LOWER_RARITY:
+        return 1 + _LOWER_RARITY.index(ch) // 7
+    if ch.isascii():
+        return 0
+    return 30  # non-ASCII punctuation such as curly quotes
+
+
+
+@dataclass(frozen=True)
+class CompiledSignature:
+    cause: str
+    index: int
+    regex: re.Pattern[str]
+    kind: str
+    weight: float
+    proves: str
+    anchors: tuple[str, ...]  # empty: no literal found, always run the regex
+    ignore_case: bool
+
+
+def _literal_options(items, ignore_case: bool) -> list[list[str]]:
+    """Options of "any of these strings must occur" for a parsed regex sequence."""
+    options: list[list[str]] = []
+    run: list[str] = []
+
+    def flush():
+        if len(run) >= _MIN_ANCHOR:
+            options.append(["".join(run)])
+        run.clear()
+
+    flat = []
+    for op, av in items:  # inline plain groups so their literals join the run
+        if op is sre_c.SUBPATTERN:
+            flat.extend(list(av[-1]))
+        else:
+            flat.append((op, av))
+    for op, av in flat:
+        if op is sre_c.LITERAL:
+            run.append(chr(av))
+            continue
+        flush()
+        if op is sre_c.BRANCH:
+            branches = [_best(_literal_options(list(b), ignore_case)) for b in av[1]]
+            if branches and all(branches):
+                options.append([s for b in branches for s in b])
+        elif op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT) and av[0] >= 1:
+            inner = _best(_literal_options(list(av[2]), ignore_case))
+            if inner:
+                options.append(inner)
+        elif op is sre_c.SUBPATTERN:
+            inner = _best(_literal_options(list(av[-1]), ignore_case))
+            if inner:
+                options.append(inner)
+    flush()
+    return options
+
+
+def _best(options: list[list[str]]) -> list[str] | None:
+    if not options:
+        return None
+    return max(options, key=lambda opt: (min(len(s) for s in opt) >= 5, -len(opt), min(len(s) for s in opt)))
+
+
+def _trim(literal: str) -> str:
+    """The substring of a required literal that makes the cheapest anchor (rare first character)."""
+    want = min(len(literal), 6)
+    best, best_score = 0, -1
+    for i, ch in enumerate(literal):
+        if len(literal) - i < want:
+            break
+        score = _start_score(ch)
+        if score > best_score:
+            best, best_score = i, score
+    return literal[best:best + _MAX_ANCHOR]
+
+
+def anchors_of(regex: str) -> tuple[tuple[str, ...], bool]:
+    """Literals one of which every match of `regex` contains (empty if none found), and ignore-case."""
+    try:
+        parsed = sre_parse.parse(regex)
+    except re.error:
+        return (), False
+    ignore_case = bool(parsed.state.flags & re.IGNORECASE)
+    best = _best(_literal_options(list(parsed), ignore_case))
+    if not best:
+        return (), ignore_case
+    return tuple(_trim(s) for s in best), ignore_case
+
+
+def trie_regex(words: list[str], extra: list[str] = ()) -> str:
+    """An alternation of literal words shaped as a trie, so each position costs few branches.
+
+    `extra` regexes join the top level; each must start with a literal character so that the
+    regex engine can still skip positions by the set of first characters.
+    """
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = True
+
+    def build(node: dict) -> str:
+        keys = sorted(k for k in node if k)
+        if not keys:
+            return ""
+        alts = [re.escape(k) + build(node[k]) for k in keys]
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    top = [re.escape(k) + build(trie[k]) for k in sorted(trie)] + list(extra)
+    return "|".join(top)
+
+
+class Matcher:
+    """All signatures of a knowledge base, compiled, with the block prefilter."""
+
+    def __init__(self, entries: tuple[Entry, ...]):
+        self.entries = {e.cause: e for e in entries}
+        self.signatures: list[CompiledSignature] = []
+        for e in entries:
+            for i, s in enumerate(e.signatures):
+                anchors, ic = anchors_of(s.regex)
+                self.signatures.append(CompiledSignature(e.cause, i, re.compile(s.regex), s.kind, s.weight,
+                                                         s.proves, anchors, ic))
+        self.keywords = [(e.cause, re.compile(k, re.I)) for e in entries for k in e.keywords]
+        words = set(STRUCTURAL_ANCHORS)
+        for sig in self.signatures:
+            for a in sig.anchors:
+                # Case-insensitive signatures: the usual spellings of the anchor are searched.
+                words.update({a, a.lower(), a.upper(), a.capitalize()} if sig.ignore_case else {a})
+        # Signatures without any literal are searched over whole blocks with their own regex.
+        self.unanchored = [s for s in self.signatures if not s.anchors]
+        self.prefilter_words = words
+        self.structural_patterns = list(STRUCTURAL_PATTERNS)
+        pattern = trie_regex(sorted(words), STRUCTURAL_PATTERNS)
+        self.prefilter = re.compile(pattern)
+
+    def match_line(self, text: str) -> list[CompiledSignature]:
+        """Signatures whose regex is found in one line."""
+        hits = []
+        low = None
+        for s in self.signatures:
+            if s.anchors:
+                if s.ignore_case:
+                    low = low if low is not None else text.lower()
+                    if not any(a.lower() in low for a in s.anchors):
+                        continue
+                elif not any(a in text for a in s.anchors):
+                    continue
+            if s.regex.search(text):
+                hits.append(s)
+        return hits
+
+    def match_keywords(self, text: str) -> list[tuple[str, str]]:
+        """(cause, keyword regex) for each entry keyword found in what a person wrote."""
+        return [(cause, rx.pattern) for cause, rx in self.keywords if rx.search(text)]
+
+
+_CACHE: dict[str, Matcher] = {}
+
+
+def matcher_for(references_root: str | Path | None = None) -> Matcher:
+    root = Path(references_root) if references_root else paths.REFERENCES
+    key = str(root.resolve())
+    if key not in _CACHE:
+        _CACHE[key] = Matcher(load_entries(root))
+    return _CACHE[key]

@@ -1,0 +1,116 @@
+"""Log syntax: ANSI colours, rank prefixes, timestamps, and rank hints in file names.
+
+Only structure lives here (how launchers and loggers decorate a line); no cause knowledge.
+"""
+
+from __future__ import annotations
+
+import re
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+# Each pattern matches at the start of the remaining text; group "rank" is the rank it names,
+# group "ts" (optional) a timestamp carried by the prefix itself. Tried in a loop, so nested
+# prefixes ("0: [rank0]:[E1123 ...]") are peeled one after the other.
+_PREFIXES: list[tuple[str, re.Pattern[str]]] = [
+    # torch's per-rank prefix: [rank3]:
+    ("rank", re.compile(r"\[rank(?P<rank>\d+)\]:")),
+    # olmo-core / composer style: [R0/2][LR0]
+    ("rank", re.compile(r"\[R(?P<rank>\d+)/\d+\](?:\[LR\d+\])?:?\s?")),
+    # horovod / mpirun --tag-output with a ctime stamp: Thu Aug 29 16:41:02 2019[3]<stderr>:
+    ("rank", re.compile(r"(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4})\[(?P<rank>\d+)\]<std(?:out|err)>:")),
+    # mpirun --tag-output without time: [1,3]<stderr>:
+    ("rank", re.compile(r"\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:")),
+    # NCCL debug lines: host:pid:tid [device] NCCL ... (a device index, not a rank: peeled only)
+    ("none", re.compile(r"[A-Za-z][\w.-]*:\d+:\d+ \[(?P<rank>\d+)\] ")),
+    # olmo-core style: 2025-06-16 16:58:45.173<TAB>g3053:1<TAB>...
+    ("rank", re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s+[A-Za-z][\w.-]*:(?P<rank>\d{1,5})\s")),
+    # torchrun --tee / --role prefixes: [default0]:, [trainer3]:
+    ("local", re.compile(r"\[(?!rank\d)[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]:")),
+    # srun --label: "3: "
+    ("rank", re.compile(r"(?P<rank>\d{1,5}): ")),
+    # host:rank as in "g3053:2 " or "node-1:0: "
+    ("rank", re.compile(r"[A-Za-z][\w.-]*[A-Za-z0-9]:(?P<rank>\d{1,5})(?::\s?|\s)(?!\d)")),
+]
+
+_FIRST_ONLY = {_PREFIXES[-1][1], _PREFIXES[-2][1]}  # srun and host:rank labels lead the line
+
+_TIMESTAMPS: list[tuple[str, re.Pattern[str]]] = [
+    # glog: E1123 07:09:50.991000 or [E1123 07:12:03.210760729 ...]
+    ("glog", re.compile(r"^\[?[IWEF](?P<mo>\d\d)(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:\.(?P<f>\d+))?")),
+    # ISO-like: 2021-09-13 22:17:26,651 / 2026-11-23_07:09:50 / 2024-01-01T12:00:00.5
+    ("iso", re.compile(r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[ T_](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))?")),
+    # 03/17/23 20:03:12
+    ("mdy", re.compile(r"(?P<mo>\d\d)/(?P<d>\d\d)/(?P<y>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)")),
+    # ctime: Thu Aug 29 16:41:02 2019
+    ("ctime", re.compile(r"[A-Z][a-z]{2} (?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d) (?P<y>\d{4})")),
+    # vllm-style: 07-13 10:41:52
+    ("md", re.compile(r"(?<![\d-])(?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)")),
+]
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+
+# Rank hints in a path: rank_3.log, rank-3.txt, rank3.err, torchrun --log-dir attempt_0/3/stderr.log
+_PATH_RANK = [
+    re.compile(r"attempt_\d+/(?P<rank>\d+)/(?:stdout|stderr|error)\.(?:log|json)$"),
+    re.compile(r"(?:^|[^A-Za-z])rank[_-]?(?P<rank>\d+)(?:\D[^/]*)?$", re.I),
+]
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text) if "\x1b" in text else text
+
+
+def split_prefix(line: str) -> tuple[int | None, tuple | None, str]:
+    """Peel rank prefixes off a line: (rank or None, timestamp from a prefix or None, body)."""
+    rank: int | None = None
+    local: int | None = None
+    ts = None
+    body = line
+    for step in range(4):
+        for kind, rx in _PREFIXES:
+            if step and rx in _FIRST_ONLY:
+                continue
+            m = rx.match(body)
+            if m:
+                value = int(m["rank"])
+                if kind == "none":
+                    pass
+                elif kind == "rank":
+                    if rank is None or rx is _PREFIXES[0][1]:
+                        rank = value
+                elif local is None:
+                    local = value
+                if "ts" in rx.groupindex and m["ts"]:
+                    ts = parse_timestamp(m["ts"])
+                body = body[m.end():]
+                break
+        else:
+            break
+    return (rank if rank is not None else local), ts, body
+
+
+def parse_timestamp(text: str) -> tuple | None:
+    """A sortable timestamp (year, month, day, h, m, s, fraction) from the start of a line body."""
+    head = text[:80]
+    for kind, rx in _TIMESTAMPS:
+        m = rx.match(head) if kind == "glog" else rx.search(head)
+        if not m:
+            continue
+        g = m.groupdict()
+        year = int(g.get("y") or 0)
+        if kind == "mdy":
+            year += 2000
+        month = _MONTHS.get(g["mon"], 0) if kind == "ctime" else int(g["mo"])
+        frac = float("0." + g["f"]) if g.get("f") else 0.0
+        return (year, month, int(g["d"]), int(g["h"]), int(g["mi"]), int(g["s"]), frac)
+    return None
+
+
+def rank_from_path(path: str) -> int | None:
+    """The rank a per-rank log file's path names, or None."""
+    norm = path.replace("\\", "/")
+    for rx in _PATH_RANK:
+        m = rx.search(norm)
+        if m:
+            return int(m["rank"])
+    return None

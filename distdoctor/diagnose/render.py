@@ -1,0 +1,70 @@
+"""The report for people: top cause, first failing rank with its evidence, fix, patch, entry."""
+
+from __future__ import annotations
+
+import textwrap
+
+
+def _where(e: dict) -> str:
+    rank = f" [rank {e['rank']}]" if e.get("rank") is not None else ""
+    line = f":{e['line']}" if e.get("line") is not None else ""
+    return f"{e['file']}{line}{rank}"
+
+
+def _clip(text: str, n: int = 200) -> str:
+    text = text.strip()
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def render(result: dict) -> str:
+    out: list[str] = []
+    st = result.get("stats", {})
+    out.append(f"distdoctor: read {st.get('files', 0)} input(s), {st.get('lines', 0)} lines, "
+               f"{st.get('bytes', 0) / 1e6:.1f} MB")
+    for err in result.get("errors", []):
+        out.append(f"  could not read: {err['error']}")
+    causes = result["causes"]
+    ff = result.get("first_failure")
+    if ff:
+        if ff.get("all_ranks"):
+            who = "every rank fails the same way"
+        elif ff.get("rank") is not None:
+            who = f"rank {ff['rank']}"
+        else:
+            who = "rank unknown"
+        seen = {"agent": " (as reported by the torchrun agent)",
+                "peers": " (named by its peers' errors)"}.get(ff.get("seen_by", ""), "")
+        out.append(f"First failure: {who}{seen} at {ff['file']}:{ff['line']}")
+        out.append(f"    {_clip(ff['text'])}")
+    else:
+        out.append("First failure: none found (no error event in the logs)")
+    echoes = result.get("echoes") or []
+    if echoes and ff:
+        ranks = sorted({e["rank"] for e in echoes if e["rank"] is not None})
+        out.append(f"Echoes: {len(echoes)} error(s){' on ranks ' + ', '.join(map(str, ranks)) if ranks else ''} "
+                   "are consequences of the first failure (peer closed/reset, SIGTERM, watchdog), not causes.")
+    if not causes:
+        out.append("Cause: none of the knowledge base's signatures matched.")
+    else:
+        top = causes[0]
+        out.append("")
+        out.append(f"Top cause: {top['id']} — {top['title']}  (score {top['score']})")
+        for e in top["evidence"]:
+            out.append(f"  {_where(e)}: {_clip(e['text'], 160)}")
+            out.append(f"      ({e['kind']}: {e['proves']})")
+        if result.get("fix"):
+            out.append("Fix:")
+            out.extend("  " + ln for ln in textwrap.wrap(result["fix"], 96))
+        if result.get("patch"):
+            out.append(f"Patch: python scripts/patch_backend.py --dry-run --only {result['patch']} REPO   (then without --dry-run)")
+        else:
+            out.append("Patch: none; the fix is guidance (read the entry)")
+        out.append(f"Read: {result['entry']}")
+        if result.get("verify"):
+            out.append(f"Verify: {result['verify']}")
+        if len(causes) > 1:
+            out.append("Other candidates: " + ", ".join(f"{c['id']} ({c['score']})" for c in causes[1:6]))
+    if result.get("next_step"):
+        out.append("")
+        out.append("Next step: " + result["next_step"])
+    return "\n".join(out) + "\n"

@@ -1,0 +1,130 @@
+"""Find the rank processes of distributed jobs on this host and dump their Python stacks.
+
+Ranks are found through /proc: a process whose environment has RANK (torchrun workers, srun tasks with
+RANK mapped) or that is a child of a torchrun agent. Each is dumped with `py-spy dump --pid` when py-spy
+is installed; otherwise a rank whose SIGUSR1 is caught (distdoctor.tracer registers faulthandler for it)
+gets SIGUSR1 and prints its own stacks to its stderr, i.e. into the job's log.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+INSTALL_HINT = "py-spy is not installed: `pip install py-spy` (then run again; needs ptrace rights: root, " \
+               "or `sudo`, or kernel.yama.ptrace_scope=0)"
+
+
+@dataclass
+class RankProcess:
+    pid: int
+    ppid: int
+    rank: str | None
+    local_rank: str | None
+    world_size: str | None
+    cmdline: str
+    catches_sigusr1: bool
+
+    def label(self) -> str:
+        return f"pid {self.pid} RANK={self.rank} LOCAL_RANK={self.local_rank} WORLD_SIZE={self.world_size}"
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:  # gone, or not ours to read
+        return None
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = _read(PROC / str(pid) / "environ") or b""
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode(errors="replace")] = value.decode(errors="replace")
+    return env
+
+
+def _status(pid: int) -> dict[str, str]:
+    raw = (_read(PROC / str(pid) / "status") or b"").decode(errors="replace")
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in raw.splitlines())}
+
+
+def catches_signal(status: dict[str, str], signum: int) -> bool:
+    """SigCgt in /proc/<pid>/status: bit signum-1 set means the process installed a handler."""
+    try:
+        return bool(int(status.get("SigCgt", "0"), 16) >> (signum - 1) & 1)
+    except ValueError:
+        return False
+
+
+def find_rank_processes(root_pid: int | None = None) -> list[RankProcess]:
+    """Rank processes on this host; with root_pid, only that process (agent or rank) and its descendants."""
+    procs: dict[int, tuple[int, dict[str, str], str, dict[str, str]]] = {}
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        status = _status(pid)
+        if not status:
+            continue
+        cmd = (_read(entry / "cmdline") or b"").replace(b"\0", b" ").decode(errors="replace").strip()
+        procs[pid] = (int(status.get("PPid", "0") or 0), status, cmd, {})
+    me = os.getpid()
+    agents = {pid for pid, (_, _, cmd, _) in procs.items()
+              if "torch.distributed.run" in cmd or any(Path(a).name == "torchrun" for a in cmd.split(" ")[:2])}
+    wanted: set[int] | None = None
+    if root_pid is not None:
+        if root_pid not in procs:
+            raise LookupError(f"no process {root_pid} on this host")
+        wanted = {root_pid}
+        changed = True
+        while changed:
+            changed = False
+            for pid, (ppid, *_rest) in procs.items():
+                if ppid in wanted and pid not in wanted:
+                    wanted.add(pid)
+                    changed = True
+    out = []
+    for pid, (ppid, status, cmd, _) in sorted(procs.items()):
+        if pid == me or (wanted is not None and pid not in wanted) or pid in agents:
+            continue
+        env = _environ(pid)
+        if "RANK" not in env and ppid not in agents:
+            continue
+        exe = Path(cmd.split(" ")[0]).name if cmd else ""
+        if "python" not in exe and not status.get("Name", "").startswith(("python", "pt_main")):
+            continue
+        out.append(RankProcess(pid, ppid, env.get("RANK"), env.get("LOCAL_RANK"), env.get("WORLD_SIZE"), cmd,
+                               catches_signal(status, signal.SIGUSR1)))
+    return sorted(out, key=lambda p: (int(p.rank) if (p.rank or "").isdigit() else 1 << 30, p.pid))
+
+
+def dump(proc: RankProcess, py_spy: str | None, timeout: float = 30.0) -> tuple[bool, str]:
+    """Dump one rank. Returns (done, text): py-spy's output, or what was done instead and why."""
+    if py_spy:
+        try:
+            res = subprocess.run([py_spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True,
+                                 timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False, f"py-spy dump timed out after {timeout:g}s"
+        return res.returncode == 0, (res.stdout + res.stderr).rstrip()
+    if proc.catches_sigusr1:
+        try:
+            os.kill(proc.pid, signal.SIGUSR1)
+        except OSError as exc:
+            return False, f"could not signal: {exc}"
+        return True, ("sent SIGUSR1 (the process catches it, e.g. distdoctor.tracer's faulthandler); its stacks "
+                      "are printed to that rank's stderr / log, not here")
+    return False, ("not dumped: no py-spy, and this process does not catch SIGUSR1 (import distdoctor.tracer "
+                   "and call watchdog() or register_sigusr1() to allow `kill -USR1`)")
+
+
+def find_py_spy() -> str | None:
+    return shutil.which("py-spy")

@@ -1,0 +1,135 @@
+"""scripts/diagnose.py end to end: exit codes, stdin, folders, bad inputs, bounded memory, a real run."""
+
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, str(ROOT / "scripts" / "diagnose.py")]
+LOGS = ROOT / "tests" / "data" / "logs"
+FAIL = "[rank1]: ValueError: bad\n[rank0]: RuntimeError: [x/gloo/transport/tcp/pair.cc:553] Connection closed by peer [1.2.3.4]:5\n"
+
+
+def run(*args, stdin=None):
+    return subprocess.run(CLI + list(args), input=stdin, capture_output=True, timeout=120)
+
+
+def test_help_and_usage():
+    r = run("--help")
+    assert r.returncode == 0 and b"exit codes" in r.stdout
+    r = run()
+    assert r.returncode == 2 and b"give at least one LOG" in r.stderr
+
+
+def test_exit_codes_json_and_stdin(tmp_path):
+    r = run("-", "--json", stdin=FAIL.encode())
+    assert r.returncode == 0
+    out = json.loads(r.stdout)
+    assert out["causes"][0]["id"] == "peer_died_first"
+    assert out["first_failure"]["rank"] == 1 and out["first_failure"]["file"] == "<stdin>"
+    assert set(out["causes"][0]["evidence"][0]) >= {"file", "line", "text"}
+    assert "patch" in out
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    r = run(str(empty))
+    assert r.returncode == 1 and b"none of the knowledge base" in r.stdout
+    r = run(str(tmp_path / "missing.log"), str(empty))
+    assert r.returncode == 2 and b"missing.log: no such file or folder" in r.stderr
+
+
+def test_context_flag():
+    r = run("--context", "torchrun: error: unrecognized arguments: --local-rank=0", "--json")
+    assert r.returncode == 0
+    assert json.loads(r.stdout)["causes"][0]["id"] == "launcher_args"
+
+
+def test_binary_invalid_utf8_gz_and_torchrun_logdir(tmp_path):
+    binary = tmp_path / "core.bin"
+    binary.write_bytes(b"\x7fELF\x00\x00\x01" * 1000)
+    bad = tmp_path / "latin1.log"
+    bad.write_bytes(b"caf\xe9 \xff\xfe\n[rank0]: RuntimeError: Expected all tensors to be on the same device, but found \xe9\xff\n")
+    gz = tmp_path / "rank_3.log.gz"
+    with gzip.open(gz, "wb") as f:
+        f.write(b"ok\n")
+    r = run(str(binary), str(bad), str(gz), "--json")
+    assert r.returncode == 2
+    assert b"core.bin: binary file" in r.stderr
+    out = json.loads(r.stdout)
+    assert out["causes"][0]["id"] == "device_mismatch" and out["stats"]["invalid_utf8"]
+    r = run(str(LOGS / "gen_peer_died_logdir.d"), "--json")
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["first_failure"]["rank"] == 1
+    assert out["first_failure"]["file"].endswith("attempt_0/1/stderr.log")
+
+
+def _child_peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def test_huge_line_and_many_files_bounded_memory(tmp_path):
+    """A 50 MB single line and a folder of 3000 files: no crash, bounded peak RSS of the process."""
+    big = tmp_path / "one_line.log"
+    with open(big, "wb") as f:
+        f.write(b"[rank2]: RuntimeError: CUDA error: invalid device ordinal " + b"x" * (50 << 20) + b"\n")
+        f.write(b"[rank0]: RuntimeError: [x/gloo/transport/tcp/pair.cc:553] Connection closed by peer [1.2.3.4]:5\n")
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(3000):
+        (many / f"rank_{i}.log").write_text("step 1\n")
+    (many / "rank_3001.log").write_text("[rank3001]: FileExistsError: [Errno 17] File exists: '/c'\n")
+    os.symlink(tmp_path / "nowhere", many / "dangling.log")
+    code = textwrap.dedent(f"""
+        import resource, subprocess, sys
+        r = subprocess.run({CLI!r} + sys.argv[1:], capture_output=True)
+        sys.stdout.buffer.write(r.stdout); sys.stderr.buffer.write(r.stderr)
+        print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, file=sys.stderr)
+        sys.exit(r.returncode)
+        """)
+    r = subprocess.run([sys.executable, "-c", code, str(big), "--json"], capture_output=True, timeout=120)
+    out = json.loads(r.stdout)
+    peak = int(r.stderr.decode().strip().splitlines()[-1])
+    assert r.returncode == 0 and out["causes"][0]["id"] == "local_rank_device"
+    assert out["first_failure"]["rank"] == 2 and out["stats"]["cut_lines"] == 1
+    assert peak < 100, f"peak RSS {peak} MB"
+    r = subprocess.run([sys.executable, "-c", code, str(many), "--json"], capture_output=True, timeout=120)
+    out = json.loads(r.stdout)
+    peak = int(r.stderr.decode().strip().splitlines()[-1])
+    assert r.returncode == 0, r.stderr
+    assert out["stats"]["files"] == 3001 and out["causes"][0]["id"] == "download_race"
+    assert out["first_failure"]["rank"] == 3001
+    assert b"dangling.log: broken symbolic link" in r.stderr
+    assert peak < 100, f"peak RSS {peak} MB"
+
+
+@pytest.mark.torchrun
+def test_real_torchrun_failure_is_diagnosed(tmp_path):
+    """A real 2-rank gloo job where rank 1 raises: the diagnosis names rank 1 and the echo on rank 0."""
+    from distdoctor.runner import run_torchrun
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        import os
+        from datetime import timedelta
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo", timeout=timedelta(seconds=10))
+        rank = dist.get_rank()
+        t = torch.ones(4)
+        dist.all_reduce(t)
+        if rank == 1:
+            raise RuntimeError("shape '[4, 3]' is invalid for input of size 10")
+        dist.all_reduce(t)
+        """))
+    res = run_torchrun(script, nproc=2, timeout=60)
+    text = res.output
+    log = tmp_path / "run.log"
+    log.write_text(text)
+    r = run(str(log), "--json")
+    out = json.loads(r.stdout)
+    assert out["causes"][0]["id"] == "shape_config_error", text[-2000:]
+    assert out["first_failure"]["rank"] == 1

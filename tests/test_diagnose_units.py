@@ -1,0 +1,176 @@
+"""Units of the diagnosis: prefixes, timestamps, anchors, blocks, tracebacks, first failure."""
+
+import gzip
+import io
+import textwrap
+
+import pytest
+
+from distdoctor.diagnose import diagnose_paths, diagnose_text
+from distdoctor.diagnose.matcher import anchors_of, trie_regex
+from distdoctor.diagnose.prefixes import parse_timestamp, rank_from_path, split_prefix, strip_ansi
+from distdoctor.diagnose.sources import MAX_LINE, ScanStats, blocks
+from distdoctor.knowledge import load_entries
+
+
+@pytest.mark.parametrize("line,rank,body", [
+    ("[rank3]: RuntimeError: boom", 3, " RuntimeError: boom"),
+    ("[rank12]:[E1123 07:12:03.210760729 ProcessGroupGloo.cpp:67] x", 12, "[E1123 07:12:03.210760729 ProcessGroupGloo.cpp:67] x"),
+    ("[default0]:Traceback (most recent call last):", 0, "Traceback (most recent call last):"),
+    ("[trainer3]:hello", 3, "hello"),
+    ("0: [rank5]: ValueError: x", 5, " ValueError: x"),
+    ("7: ValueError: x", 7, "ValueError: x"),
+    ("g3053:2 Traceback (most recent call last):", 2, "Traceback (most recent call last):"),
+    ("[R1/4][LR1] boom", 1, "boom"),
+    ("Thu Aug 29 16:41:02 2019[3]<stderr>:  File x", 3, "  File x"),
+    ("[1,2]<stderr>:oops", 2, "oops"),
+    ("2025-06-16 16:58:45.173\tg3053:1\tolmo_core.train.trainer:648\tERROR\tx", 1, "olmo_core.train.trainer:648\tERROR\tx"),
+    ("kolyoz1:27255:27934 [0] NCCL INFO x", None, "NCCL INFO x"),
+    ("RuntimeError: plain", None, "RuntimeError: plain"),
+    ("E1123 07:09:50.991000 10364 api.py:1002] failed", None, "E1123 07:09:50.991000 10364 api.py:1002] failed"),
+    ("07:09:50 step", None, "07:09:50 step"),
+])
+def test_rank_prefixes(line, rank, body):
+    r, _, b = split_prefix(line)
+    assert (r, b) == (rank, body)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("E1123 07:09:50.991000 10364 api.py", (0, 11, 23, 7, 9, 50, 0.991)),
+    ("[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616]"[0:0] + "[E0626 06:24:44.5 P]", (0, 6, 26, 6, 24, 44, 0.5)),
+    ("[INFO] 2021-09-13 22:17:26,651 run: x", (2021, 9, 13, 22, 17, 26, 0.651)),
+    ("  time      : 2026-11-23_07:09:50", (2026, 11, 23, 7, 9, 50, 0.0)),
+    ("[03/17/23 20:03:12] INFO x", (2023, 3, 17, 20, 3, 12, 0.0)),
+    ("Thu Aug 29 16:41:02 2019 x", (2019, 8, 29, 16, 41, 2, 0.0)),
+    ("ERROR 07-13 10:41:52 [core.py:588] x", (0, 7, 13, 10, 41, 52, 0.0)),
+    ("no time here", None),
+])
+def test_timestamps(text, expected):
+    assert parse_timestamp(text) == expected
+
+
+def test_ansi_and_paths():
+    assert strip_ansi("\x1b[31mRuntimeError\x1b[0m: x") == "RuntimeError: x"
+    assert rank_from_path("run/attempt_0/3/stderr.log") == 3
+    assert rank_from_path("logs/rank_12.log") == 12
+    assert rank_from_path("logs/rank-2.txt") == 2
+    assert rank_from_path("logs/train.log") is None
+    assert rank_from_path("ranking/a.log") is None
+
+
+def test_anchors_are_required_literals():
+    import re
+    for e in load_entries():
+        for s in e.signatures:
+            anchors, _ = anchors_of(s.regex)
+            assert anchors, f"{e.cause}: no literal in {s.regex!r}"
+    assert anchors_of(r"(errno: 98 - )?Address already in use|address already in use")[0] == (
+        "Address already in u", "address already in u") or len(anchors_of(r"a(b)?cdefgh|xyzuvw")[0]) == 2
+    rx = re.compile(trie_regex(["Error", "EADDRINUSE", "Traceback"], [r"E\d{4} "]))
+    assert [m.group() for m in rx.finditer("x Error E1123 EADDRINUSE Trace Traceback")] == [
+        "Error", "E1123 ", "EADDRINUSE", "Traceback"]
+
+
+def test_blocks_cut_long_lines_and_count():
+    from distdoctor.diagnose.sources import BLOCK
+    data = b"a\n" + b"x" * (3 * BLOCK) + b"\nlast line\nno newline"
+    stats = ScanStats()
+    out = list(blocks(io.BytesIO(data), stats, "t"))
+    joined = b"".join(b for _, b in out)
+    assert joined.count(b"\n") == 4 and stats.cut_lines == 1
+    assert max(len(x) for x in joined.split(b"\n")) <= MAX_LINE
+    assert out[-1][0] == 4 and stats.lines == 4
+
+
+def test_traceback_is_one_event_and_first_failure_by_order():
+    log = textwrap.dedent("""\
+        [rank1]: Traceback (most recent call last):
+        [rank1]:   File "train.py", line 3, in <module>
+        [rank1]:     raise ValueError("bad batch")
+        [rank1]: ValueError: bad batch
+        [rank0]: Traceback (most recent call last):
+        [rank0]:   File "train.py", line 5, in <module>
+        [rank0]: RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:4992. This is typically caused by a remote worker crashing.
+        """)
+    r = diagnose_text(log)
+    assert r["first_failure"]["rank"] == 1 and r["first_failure"]["line"] == 4
+    assert r["first_failure"]["text"].endswith("ValueError: bad batch")
+    assert r["causes"][0]["id"] == "peer_died_first"
+    assert [e["rank"] for e in r["echoes"]] == [0]
+
+
+def test_first_failure_by_time_across_files(tmp_path):
+    (tmp_path / "rank_0.log").write_text(
+        "[INFO] 2024-01-01 10:00:05,000 step\n[ERROR] 2024-01-01 10:00:09,000 RuntimeError: shape '[4, 8]' is invalid for input of size 30\n")
+    (tmp_path / "rank_1.log").write_text(
+        "[INFO] 2024-01-01 10:00:05,000 step\n[ERROR] 2024-01-01 10:00:07,000 AssertionError: for now i think we need CUDA for DDP\n")
+    r = diagnose_paths([str(tmp_path)])
+    assert r["first_failure"]["rank"] == 1
+    assert r["causes"][0]["id"] == "nccl_without_cuda"
+
+
+def test_root_cause_of_first_failure_wins_over_echoes():
+    log = "\n".join(["[rank0]: RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one."]
+                    + [f"[rank{i}]: RuntimeError: [pair.cc:1] Connection reset by peer" for i in range(1, 8)])
+    r = diagnose_text(log)
+    assert r["causes"][0]["id"] == "unused_parameters"
+    assert r["first_failure"]["rank"] == 0
+    assert "peer_died_first" in [c["id"] for c in r["causes"]]
+
+
+def test_same_failure_on_every_rank_has_no_first_rank():
+    log = "\n".join(f"[rank{i}]: RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!" for i in range(4))
+    r = diagnose_text(log)
+    assert r["causes"][0]["id"] == "nccl_without_cuda"
+    assert r["first_failure"]["rank"] is None and r["first_failure"]["all_ranks"]
+
+
+def test_agent_summary_names_the_killed_rank():
+    log = textwrap.dedent("""\
+        [rank0]: RuntimeError: [/x/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:1939. This is typically caused by a remote worker crashing.
+        Root Cause (first observed failure):
+        [0]:
+          time      : 2026-11-23_07:21:26
+          host      : localhost
+          rank      : 1 (local_rank: 1)
+          exitcode  : -9 (pid: 18634)  (SIGKILL)
+        """)
+    r = diagnose_text(log)
+    assert r["first_failure"]["rank"] == 1 and r["first_failure"]["seen_by"] == "agent"
+    assert r["causes"][0]["id"] == "peer_died_first"
+
+
+def test_context_only_uses_keywords():
+    r = diagnose_text("", context="generation hangs; it runs under if rank == 0")
+    assert r["causes"] and r["causes"][0]["id"] == "rank_conditional_collective"
+    assert r["first_failure"] is None
+    assert diagnose_text("", context="")["causes"] == []
+
+
+def test_gz_and_temp_references(tmp_path):
+    refs = tmp_path / "refs"
+    refs.mkdir()
+    (refs / "x.md").write_text(textwrap.dedent("""\
+        ### port_in_use — port taken
+
+        ```yaml
+        cause: port_in_use
+        patch: null
+        related: []
+        verify: "run it"
+        signatures:
+          - regex: "(?i)eaddrinuse"
+            proves: "port taken"
+            kind: root
+            weight: 5
+        ```
+
+        **Fix**
+        Pick a free port.
+        """), encoding="utf-8")
+    log = tmp_path / "a.log.gz"
+    with gzip.open(log, "wt") as f:
+        f.write("start\n" * 1000 + "[rank0]: RuntimeError: name: EADDRINUSE\n")
+    r = diagnose_paths([str(log)], references_root=refs)
+    assert r["causes"][0]["id"] == "port_in_use"
+    assert r["first_failure"]["line"] == 1001 and r["fix"] == "Pick a free port."
