@@ -203,6 +203,16 @@ def analyse(reports: dict[int, dict], missing: list[int], world_size: int,
         else:
             problems.append({"cause": "launcher_args",
                              "message": f"WORLD_SIZE is {world_size} but {expect_world_size} ranks were expected"})
+    for rep in reports.values():
+        env = rep.get("env") or {}
+        ntasks = env.get("SLURM_NTASKS", "1")
+        if "RANK" not in env and ntasks.isdigit() and int(ntasks) > 1:
+            problems.append({"cause": "slurm_launch",
+                             "message": f"Slurm started {ntasks} tasks (SLURM_PROCID={env.get('SLURM_PROCID')}) but RANK/"
+                                        "WORLD_SIZE/LOCAL_RANK are not set: every task runs alone as rank 0. Export "
+                                        "RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS and "
+                                        "MASTER_ADDR/MASTER_PORT (scripts/launch.py --profile slurm)"})
+            break
     if missing:
         problems.append({"cause": "rendezvous_unreachable",
                          "message": f"rank(s) {', '.join(map(str, missing))} of {world_size} never checked in "
@@ -309,12 +319,21 @@ def run_probe(backend_req: str = "auto", timeout: float = 30.0, expect_world_siz
     me = {"rank": rank, "local_rank": le.local_rank, "world_size": le.world_size, **node_identity(),
           "pid": os.getpid(), "backend": backend, "launcher": le.launcher, "torch": torch.__version__, **bound,
           "env": le.raw}
-    print(f"[probe R{rank}/{world}] host={me['host']} pid={me['pid']} RANK={le.rank} LOCAL_RANK={le.local_rank} "
-          f"WORLD_SIZE={le.world_size} device={me['device']} backend={backend}", file=sys.stderr, flush=True)
+    sys.stderr.write(f"[probe R{rank}/{world}] host={me['host']} pid={me['pid']} RANK={le.rank} "
+                     f"LOCAL_RANK={le.local_rank} WORLD_SIZE={le.world_size} device={me['device']} "
+                     f"backend={backend}\n")
+    sys.stderr.flush()
 
     doc: dict[str, Any] = {"launcher": le.launcher, "backend": backend, "world_size": world,
                            "expect_world_size": expect_world_size, "missing": [], "all_reduce": None,
                            "async_future": None, "timings": []}
+    if backend == "nccl" and not (dist.is_nccl_available() and torch.cuda.is_available()):
+        why = "this torch has no NCCL" if not dist.is_nccl_available() else "no CUDA device is visible"
+        doc["ranks"] = [me]
+        doc["verdict"] = {"ok": False, "notes": [], "problems": [{
+            "cause": "nccl_without_cuda",
+            "message": f"backend nccl requested but {why}; use gloo on CPU (--backend gloo / auto)"}]}
+        return _emit(doc, as_json, out) if rank == 0 else 1
     if single:
         doc["ranks"] = [me]
         doc["verdict"] = analyse({0: me}, [], 1, expect_world_size, None, None, backend)
@@ -349,8 +368,7 @@ def run_probe(backend_req: str = "auto", timeout: float = 30.0, expect_world_siz
             return _emit(doc, as_json, out)
 
     device = me["device"] if backend == "nccl" else "cpu"
-    if rank == 0:
-        _start_failure_watch(le, world, timeout, doc, expect_world_size, backend, as_json, out)
+    _start_failure_watch(le, rank, world, timeout, doc, expect_world_size, backend, as_json, out)
     try:
         dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
                                 timeout=timedelta(seconds=timeout))
@@ -364,11 +382,11 @@ def run_probe(backend_req: str = "auto", timeout: float = 30.0, expect_world_siz
     except (RuntimeError, ValueError, OSError) as exc:  # DistBackendError / DistNetworkError are RuntimeErrors
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"[probe R{rank}/{world}] {backend} connection failed: {first}", file=sys.stderr, flush=True)
+        try:  # tell the others, which may be blocked waiting for this rank's connection
+            store.set(f"fail/{rank}", first)
+        except Exception:
+            pass
         if rank != 0:
-            try:  # tell rank 0, which may be blocked waiting for this rank's connection
-                store.set(f"fail/{rank}", first)
-            except Exception:
-                pass
             return 1
         return _failure_verdict(doc, first, expect_world_size, backend, as_json, out)
     finally:
@@ -394,11 +412,11 @@ def _failure_verdict(doc: dict[str, Any], first: str, expect_world_size: int | N
     return _emit(doc, as_json, out)
 
 
-def _start_failure_watch(le: LaunchEnv, world: int, timeout: float, doc: dict[str, Any],
+def _start_failure_watch(le: LaunchEnv, rank: int, world: int, timeout: float, doc: dict[str, Any],
                          expect_world_size: int | None, backend: str, as_json: bool, out) -> None:
-    """Rank 0 can sit in a backend connect that never ends while a peer already failed (gloo advertising
+    """A rank can sit in a backend connect that never ends while a peer already failed (gloo advertising
     127.0.0.1 to another node). A thread on its own store connection watches for the peers' `fail/<rank>`
-    keys and for an overall deadline, prints the verdict and ends the process."""
+    keys and for an overall deadline; rank 0 then prints the verdict, every rank ends its process."""
     import threading
 
     import torch.distributed as dist
@@ -414,24 +432,28 @@ def _start_failure_watch(le: LaunchEnv, world: int, timeout: float, doc: dict[st
         while time.monotonic() < deadline:
             if store.check(["done"]):
                 return
-            for r in range(1, world):
-                if store.check([f"fail/{r}"]):
+            for r in range(world):
+                if r != rank and store.check([f"fail/{r}"]):
                     first = f"rank {r}: " + store.get(f"fail/{r}").decode(errors="replace")
-                    print(f"[probe R0/{world}] peer failed while rank 0 waits in the backend: {first}",
+                    print(f"[probe R{rank}/{world}] peer failed while this rank waits in the backend: {first}",
                           file=sys.stderr, flush=True)
-                    code = _failure_verdict(doc, first, expect_world_size, backend, as_json, out)
-                    os._exit(code)
+                    if rank != 0:
+                        os._exit(1)
+                    os._exit(_failure_verdict(doc, first, expect_world_size, backend, as_json, out))
             time.sleep(0.2)
-        code = _failure_verdict(doc, f"collectives did not finish within {3 * timeout + 10:g}s",
-                                expect_world_size, backend, as_json, out)
-        os._exit(code)
+        first = f"collectives did not finish within {3 * timeout + 10:g}s"
+        print(f"[probe R{rank}/{world}] {first}", file=sys.stderr, flush=True)
+        os._exit(1 if rank != 0 else _failure_verdict(doc, first, expect_world_size, backend, as_json, out))
 
     threading.Thread(target=watch, name="probe-failure-watch", daemon=True).start()
 
 
 def _emit(doc: dict[str, Any], as_json: bool, out) -> int:
     if as_json:
-        print(json.dumps(doc, indent=2, default=str), file=out, flush=True)
+        # one line, written at once, so other ranks' stderr cannot land inside it
+        out.write(json.dumps(doc, default=str) + "\n")
+        out.flush()
     else:
-        print(format_table(doc), file=out, flush=True)
+        out.write(format_table(doc) + "\n")
+        out.flush()
     return 0 if doc["verdict"]["ok"] else 1

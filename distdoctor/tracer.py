@@ -43,9 +43,15 @@ def prefix() -> str:
             f"[LR{_env_int('LOCAL_RANK')}][PID:{os.getpid()}]")
 
 
+def _emit(line: str) -> None:
+    """One write per line (text and newline together), so lines of ranks sharing a terminal do not interleave."""
+    _stream.write(line + "\n")
+    _stream.flush()
+
+
 def log(message: str) -> None:
     """Print one rank-prefixed line (not numbered)."""
-    print(f"{prefix()} {message}", file=_stream, flush=True)
+    _emit(f"{prefix()} {message}")
 
 
 def checkpoint(label: str) -> int:
@@ -56,7 +62,7 @@ def checkpoint(label: str) -> int:
         k = _count
         _last_time, _last_label = time.monotonic(), f"CHECKPOINT {k}: {label}"
         _fired.clear()
-    print(f"{prefix()} CHECKPOINT {k}: {label}", file=_stream, flush=True)
+    _emit(f"{prefix()} CHECKPOINT {k}: {label}")
     if _watchdog_seconds is not None:
         _arm_backstop()
     return k
@@ -77,9 +83,9 @@ def _arm_backstop() -> None:
 
 def dump_stacks(reason: str) -> None:
     """Print a rank-prefixed header, then all Python threads' stacks of this process."""
-    print(f"{prefix()} {reason}; stacks of all threads of this rank follow", file=_stream, flush=True)
+    _emit(f"{prefix()} {reason}; stacks of all threads of this rank follow")
     faulthandler.dump_traceback(file=_stream, all_threads=True)
-    print(f"{prefix()} end of stacks", file=_stream, flush=True)
+    _emit(f"{prefix()} end of stacks")
 
 
 def _watch() -> None:

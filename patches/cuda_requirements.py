@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
@@ -17,7 +18,7 @@ PATCH = PatchInfo(
     risk="A job that must not run without GPUs now runs on the CPU after a warning instead of stopping; checks "
          "inside an explicit `device == \"cuda\"` branch are kept.",
     env_var=None,
-    prefilter=("is_available", "device_count"),
+    prefilter=("is_available", "device_count", "gpu"),
 )
 
 AVAILABLE = frozenset({"torch.cuda.is_available", "torch.accelerator.is_available"})
@@ -26,11 +27,36 @@ EXITS = frozenset({"sys.exit", "builtins.exit", "builtins.quit", "os._exit", "ex
 DEFAULT_MESSAGE = "no CUDA GPU available: continuing on the CPU"
 
 
+def _ast_gpuish(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and sub.attr in ("is_available", "device_count"):
+            return True
+        if isinstance(sub, ast.Name) and "gpu" in sub.id.lower():
+            return True
+        if isinstance(sub, ast.Attribute) and "gpu" in sub.attr.lower():
+            return True
+    return False
+
+
+def screen(tree: ast.Module) -> bool:
+    """Cheap pre-check on Python's own parse: an assert or exiting `if` on GPUs, or `% device_count()`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert) and _ast_gpuish(node.test):
+            return True
+        if isinstance(node, ast.If) and _ast_gpuish(node.test) and any(
+                isinstance(s, (ast.Raise, ast.Expr)) for s in node.body):
+            return True
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.right, ast.Call) \
+                and isinstance(node.right.func, ast.Attribute) and node.right.func.attr == "device_count":
+            return True
+    return False
+
+
 class Transformer(PatchCommand):
     """Replace `assert cuda`, `if no gpu: exit/raise` and `x % torch.cuda.device_count()` with CPU-safe code."""
 
     INFO = PATCH
-    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider, ScopeProvider)
+    METADATA_DEPENDENCIES = (ParentNodeProvider,)  # the rest resolved on demand
 
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
@@ -179,3 +205,39 @@ class Transformer(PatchCommand):
         if self.needs_warnings and self.lines:
             AddImportsVisitor.add_needed_import(self.context, "warnings")
         return updated_node
+
+
+VALID = [
+    # the user asked for CUDA explicitly: the check stays
+    'import torch\nif device_type == "cuda":\n    assert torch.cuda.is_available(), "asked for cuda"\n',
+    # a check that does not stop the run
+    'import torch\nif not torch.cuda.is_available():\n    print("running on CPU")\n',
+    'import torch\nlocal = rank % max(torch.cuda.device_count(), 1)\n',
+    # not about GPUs
+    'assert x > 0\nif not ok:\n    raise SystemExit(1)\n',
+]
+
+INVALID = [
+    (
+        'import torch\nassert torch.cuda.is_available(), "DDP needs CUDA"\n',
+        'import torch\nimport warnings\n\nif not torch.cuda.is_available():\n    warnings.warn("DDP needs CUDA")\n',
+    ),
+    (   # DDP tutorial: a minimum GPU count check that exits
+        'import sys\nimport torch\n\nif __name__ == "__main__":\n    if not verify_min_gpu_count(min_gpus=2):\n'
+        '        print("need 2 GPUs")\n        sys.exit()\n    main()\n',
+        'import sys\nimport torch\nimport warnings\n\nif __name__ == "__main__":\n'
+        '    if not verify_min_gpu_count(min_gpus=2):\n        print("need 2 GPUs")\n'
+        '        warnings.warn("no CUDA GPU available: continuing on the CPU")\n    main()\n',
+    ),
+    (
+        'import torch\nn_gpus = torch.cuda.device_count()\nassert n_gpus >= 2, f"needs 2 GPUs, got {n_gpus}"\n'
+        'if torch.cuda.device_count() < 1:\n    raise RuntimeError("no GPU")\n',
+        'import torch\nimport warnings\n\nn_gpus = torch.cuda.device_count()\nif not (n_gpus >= 2):\n'
+        '    warnings.warn(f"needs 2 GPUs, got {n_gpus}")\nif torch.cuda.device_count() < 1:\n'
+        '    warnings.warn("no GPU")\n',
+    ),
+    (
+        'import torch\ndevice_id = rank % torch.cuda.device_count()\n',
+        'import torch\ndevice_id = rank % max(torch.cuda.device_count(), 1)\n',
+    ),
+]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import calls_to, get_arg, is_none, parenthesize, walk
+from distdoctor.patching.cstutil import ast_calls, calls_to, get_arg, is_none, parenthesize
 
 PATCH = PatchInfo(
     id="ddp_cpu_args",
@@ -24,15 +25,24 @@ DDP = frozenset({"torch.nn.parallel.DistributedDataParallel",
 SIMPLE = (cst.Name, cst.Attribute)
 
 
+def screen(tree: ast.Module) -> bool:
+    """Cheap pre-check on Python's own parse: a DistributedDataParallel call with device arguments."""
+    return any(len(c.args) > 1 or any(k.arg in ("device_ids", "output_device") for k in c.keywords)
+               for c in ast_calls(tree, {"DistributedDataParallel"}))
+
+
 def _is_dotted(node: cst.CSTNode) -> bool:
-    return all(isinstance(n, (cst.Name, cst.Attribute, cst.Dot)) for n in walk(node))
+    """`model` or `self.model`: safe to evaluate twice."""
+    if isinstance(node, cst.Attribute):
+        return _is_dotted(node.value)
+    return isinstance(node, cst.Name)
 
 
 class Transformer(PatchCommand):
     """Give device_ids/output_device a CPU alternative (None) keyed on where the module's parameters are."""
 
     INFO = PATCH
-    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider, ScopeProvider)
+    METADATA_DEPENDENCIES = (ParentNodeProvider,)  # the rest resolved on demand
 
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)

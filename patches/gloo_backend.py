@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -11,7 +12,7 @@ from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameP
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import (
-    ancestors, assigned_names, calls_to, enclosing_statement, get_arg, literal_text, mentions_cuda, parenthesize,
+    ancestors, assigned_names, ast_calls, ast_ident, calls_to, lookup, enclosing_statement, get_arg, literal_text, mentions_cuda, parenthesize,
     qualified_names, walk,
 )
 
@@ -32,10 +33,17 @@ TARGETS = {
     "torch.distributed.new_group": 2,
     "torch.distributed.distributed_c10d.new_group": 2,
 }
+TARGET_POSITIONS = {"init_process_group": 0, "new_group": 2}
 NCCL_ONLY_KWARGS = ("device_id", "pg_options")
 SET_DEVICE = {"torch.cuda.set_device"}
 TORCH_DEVICE = {"torch.device"}
 NCCL, ALT, NEUTRAL, UNKNOWN = "nccl", "alt", "neutral", "unknown"
+
+
+def screen(tree: ast.Module) -> bool:
+    """Cheap pre-check on Python's own parse: some call of init_process_group/new_group passes a backend."""
+    return any(len(c.args) > TARGET_POSITIONS.get(ast_ident(c.func), 0) or any(k.arg == "backend" for k in c.keywords)
+               for c in ast_calls(tree, set(TARGET_POSITIONS)))
 
 
 @dataclass
@@ -157,7 +165,7 @@ class Transformer(PatchCommand):
     """Rewrite NCCL process-group starts so that runs without CUDA use gloo."""
 
     INFO = PATCH
-    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ParentNodeProvider, ScopeProvider)
+    METADATA_DEPENDENCIES = (ParentNodeProvider,)  # the rest resolved on demand
 
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
@@ -232,6 +240,11 @@ class Transformer(PatchCommand):
         if depth > 5:
             return UNKNOWN
         text = literal_text(expr)
+        if isinstance(expr, cst.FormattedString) and _literal_kind(text) != NCCL:
+            fields = {self._classify(p.expression, depth + 1) for p in expr.parts
+                      if isinstance(p, cst.FormattedStringExpression)}
+            if NCCL in fields:  # f"cuda:{kind},cpu:gloo" with kind = "nccl"
+                return NCCL
         if text is not None:
             return _literal_kind(text)
         if isinstance(expr, cst.IfExp):
@@ -259,7 +272,7 @@ class Transformer(PatchCommand):
         """What a name can hold where it is read: its assignments in scope, or a parameter's default and
         the keyword arguments passed for it."""
         try:
-            scope = self.get_metadata(ScopeProvider, name)
+            scope = lookup(self, ScopeProvider, name)
         except KeyError:
             return []
         if scope is None:
@@ -484,3 +497,74 @@ class Transformer(PatchCommand):
         if self.needs_torch and not self.torch_bound and (self.arg_edits or self.wraps):
             AddImportsVisitor.add_needed_import(self.context, "torch")
         return self._apply_wraps(original_node, updated_node)
+
+
+VALID = [
+    # already has a gloo branch
+    'import torch\nimport torch.distributed as dist\n'
+    'dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")\n',
+    'import torch.distributed as dist\nbackend = "nccl" if use_cuda else "gloo"\ndist.init_process_group(backend=backend)\n',
+    'import torch\nimport torch.distributed as dist\nif torch.cuda.is_available():\n    dist.init_process_group("nccl")\n'
+    'else:\n    dist.init_process_group("gloo")\n',
+    # gloo or the default backend already
+    'import torch.distributed as dist\ndist.init_process_group("gloo")\ndist.init_process_group()\n',
+    # not torch's init_process_group
+    'from mylib import init_process_group\ninit_process_group("nccl")\n',
+    # nanochat with its CPU branch already in place
+    'import torch.distributed as dist\n\ndef compute_init(device_type):\n'
+    '    if ddp and device_type == "cuda":\n        dist.init_process_group(backend="nccl")\n'
+    '    elif ddp and device_type == "cpu":\n        dist.init_process_group(backend="gloo")\n',
+]
+
+INVALID = [
+    (
+        'import torch.distributed as dist\ndist.init_process_group("nccl")\n',
+        'import torch.distributed as dist\nimport torch\n\n'
+        'dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")\n',
+    ),
+    (   # nanoGPT: backend from a config variable, keyed on the configured device; CUDA set-up kept to CUDA
+        "import torch\nfrom torch.distributed import init_process_group\n\nbackend = 'nccl'\ndevice = 'cuda'\n"
+        "if ddp:\n    init_process_group(backend=backend)\n    device = f'cuda:{ddp_local_rank}'\n"
+        "    torch.cuda.set_device(device)\n",
+        "import torch\nfrom torch.distributed import init_process_group\n\nbackend = 'nccl'\ndevice = 'cuda'\n"
+        "if ddp:\n    init_process_group(backend=backend if \"cuda\" in str(device) else \"gloo\")\n"
+        "    if \"cuda\" in str(device):\n        device = f'cuda:{ddp_local_rank}'\n"
+        "        torch.cuda.set_device(device)\n",
+    ),
+    (   # nanochat compute_init: add the CPU branch that starts gloo (device_id= stays NCCL-only)
+        'import torch\nimport torch.distributed as dist\n\ndef compute_init(device_type="cuda"):\n'
+        '    if ddp and device_type == "cuda":\n        device = torch.device("cuda", local_rank)\n'
+        '        torch.cuda.set_device(device)\n        dist.init_process_group(backend="nccl", device_id=device)\n'
+        '        dist.barrier()\n    else:\n        device = torch.device(device_type)\n    return device\n',
+        'import torch\nimport torch.distributed as dist\n\ndef compute_init(device_type="cuda"):\n'
+        '    if ddp and device_type == "cuda":\n        device = torch.device("cuda", local_rank)\n'
+        '        torch.cuda.set_device(device)\n        dist.init_process_group(backend="nccl", device_id=device)\n'
+        '        dist.barrier()\n    elif ddp and device_type == "cpu":\n        device = torch.device(device_type)\n'
+        '        dist.init_process_group(backend="gloo")\n        dist.barrier()\n'
+        '    else:\n        device = torch.device(device_type)\n    return device\n',
+    ),
+    (   # DDP tutorial: set_device before init; the device falls back to the CPU outside CUDA
+        'import os\nimport torch\nfrom torch.distributed import init_process_group\n\ndef ddp_setup():\n'
+        '    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))\n'
+        '    device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))\n'
+        '    init_process_group(backend="nccl", device_id=device)\n',
+        'import os\nimport torch\nfrom torch.distributed import init_process_group\n\ndef ddp_setup():\n'
+        '    if torch.cuda.is_available():\n        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))\n'
+        '        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))\n'
+        '    else:\n        device = torch.device("cpu")\n'
+        '    init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo", '
+        'device_id=device if torch.cuda.is_available() else None)\n',
+    ),
+    (   # issue 7: compound string, attribute from argparse, parameter default, positional, call expression
+        'import torch\nimport torch.distributed as dist\n\nparser.add_argument("--dist-backend", default="nccl")\n\n'
+        'def pick():\n    return os.environ.get("BACKEND", "nccl")\n\ndef init(backend="nccl"):\n'
+        '    dist.init_process_group(backend, timeout=t)\n    a = dist.new_group(backend="cpu:gloo,cuda:nccl")\n'
+        '    b = dist.new_group(backend=args.dist_backend)\n    c = dist.new_group(backend=pick())\n',
+        'import torch\nimport torch.distributed as dist\n\nparser.add_argument("--dist-backend", default="nccl")\n\n'
+        'def pick():\n    return os.environ.get("BACKEND", "nccl")\n\ndef init(backend="nccl"):\n'
+        '    dist.init_process_group(backend if torch.cuda.is_available() else "gloo", timeout=t)\n'
+        '    a = dist.new_group(backend="cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")\n'
+        '    b = dist.new_group(backend=args.dist_backend if torch.cuda.is_available() else "gloo")\n'
+        '    c = dist.new_group(backend=pick() if torch.cuda.is_available() else "gloo")\n',
+    ),
+]

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, spec in profile.parameters.items():
             default = spec.get("default")
             group.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=spec["type"].upper(),
-                               help=f"{spec['help']} (default: {default})")
+                               help=f"{spec['help']} (default: {default})".replace('%', '%%'))
     ap.add_argument("script", help="training script")
     ap.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments of the script (after an optional --)")
     args = ap.parse_args(argv)

@@ -36,6 +36,8 @@ def test_exit_codes_json_and_stdin(tmp_path):
     assert out["first_failure"]["rank"] == 1 and out["first_failure"]["file"] == "<stdin>"
     assert set(out["causes"][0]["evidence"][0]) >= {"file", "line", "text"}
     assert "patch" in out
+    r = run("-", "--json", stdin=gzip.compress(FAIL.encode()))
+    assert r.returncode == 0 and json.loads(r.stdout)["first_failure"]["rank"] == 1
     empty = tmp_path / "empty.log"
     empty.write_bytes(b"")
     r = run(str(empty))
@@ -98,6 +100,7 @@ def test_huge_line_and_many_files_bounded_memory(tmp_path):
     assert r.returncode == 0 and out["causes"][0]["id"] == "local_rank_device"
     assert out["first_failure"]["rank"] == 2 and out["stats"]["cut_lines"] == 1
     assert peak < 100, f"peak RSS {peak} MB"
+    big.unlink()
     r = subprocess.run([sys.executable, "-c", code, str(many), "--json"], capture_output=True, timeout=120)
     out = json.loads(r.stdout)
     peak = int(r.stderr.decode().strip().splitlines()[-1])
@@ -106,30 +109,53 @@ def test_huge_line_and_many_files_bounded_memory(tmp_path):
     assert out["first_failure"]["rank"] == 3001
     assert b"dangling.log: broken symbolic link" in r.stderr
     assert peak < 100, f"peak RSS {peak} MB"
+    noisy = tmp_path / "noisy.log"
+    with open(noisy, "w") as f:
+        for i in range(60000):
+            f.write(f"[rank{i % 64}]: RuntimeError: transient failure {i} " + "y" * 400 + "\n")
+    r = subprocess.run([sys.executable, "-c", code, str(noisy), "--json"], capture_output=True, timeout=120)
+    out = json.loads(r.stdout)
+    peak = int(r.stderr.decode().strip().splitlines()[-1])
+    assert out["first_failure"]["line"] == 1 and out["stats"]["events_dropped"] > 0
+    assert peak < 100, f"peak RSS {peak} MB with 60000 error events"
+    noisy.unlink()
 
 
 @pytest.mark.torchrun
 def test_real_torchrun_failure_is_diagnosed(tmp_path):
-    """A real 2-rank gloo job where rank 1 raises: the diagnosis names rank 1 and the echo on rank 0."""
+    """A real 2-rank gloo job (torchrun --role trainer --tee 3 --log-dir) where rank 1 raises: the console
+    ([trainer1]:[rank1]: prefixes) and the per-rank log folder both name rank 1 and its own error."""
     from distdoctor.runner import run_torchrun
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent("""
-        import os
         from datetime import timedelta
         import torch, torch.distributed as dist
-        dist.init_process_group("gloo", timeout=timedelta(seconds=10))
+        dist.init_process_group("gloo", timeout=timedelta(seconds=3))
         rank = dist.get_rank()
         t = torch.ones(4)
         dist.all_reduce(t)
         if rank == 1:
-            raise RuntimeError("shape '[4, 3]' is invalid for input of size 10")
+            t.view(4, 3)
         dist.all_reduce(t)
         """))
-    res = run_torchrun(script, nproc=2, timeout=60)
-    text = res.output
-    log = tmp_path / "run.log"
-    log.write_text(text)
-    r = run(str(log), "--json")
-    out = json.loads(r.stdout)
-    assert out["causes"][0]["id"] == "shape_config_error", text[-2000:]
-    assert out["first_failure"]["rank"] == 1
+    logdir = tmp_path / "logs"
+    res = run_torchrun(script, nproc=2, timeout=60,
+                       launcher_args=["--role", "trainer", "--tee", "3", "--log-dir", str(logdir)])
+    log = tmp_path / "console.log"
+    log.write_text(res.output)
+    assert "[trainer1]:[rank1]:" in res.output
+    for target in (log, logdir):
+        r = run(str(target), "--json")
+        out = json.loads(r.stdout)
+        assert r.returncode == 0
+        assert out["causes"][0]["id"] == "shape_config_error", res.output[-2000:]
+        assert out["first_failure"]["rank"] == 1
+        assert "is invalid for input of size" in out["first_failure"]["text"]
+
+
+def test_bad_knowledge_base_is_an_input_error(tmp_path):
+    (tmp_path / "a.md").write_text("### port_in_use — x\n\n```yaml\ncause: port_in_use\npatch: null\n```\n")
+    r = run("--references", str(tmp_path), "-", stdin=FAIL.encode())
+    assert r.returncode == 2 and b"a.md:3" in r.stderr and b"related" in r.stderr
+    r = run("--references", str(tmp_path / "none"), "-", stdin=FAIL.encode())
+    assert r.returncode == 2 and b"no reference entries" in r.stderr

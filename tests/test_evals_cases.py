@@ -90,3 +90,22 @@ def test_builtin_eval_meets_threshold(tmp_path: Path) -> None:
     out = json.loads(r.stdout)
     assert out["n"] >= 80 and 0 <= out["top3"] <= 1 and out["top1"] >= MIN_TOP1
     assert out["top3"] >= out["top1"]
+
+
+def test_case_schema_is_valid_and_build_check_reports_stale(tmp_path: Path) -> None:
+    import jsonschema
+
+    from distdoctor.evals.cases import case_schema
+
+    jsonschema.Draft202012Validator.check_schema(case_schema())
+    script = str(ROOT / "evals" / "build_cases.py")
+    r = subprocess.run([sys.executable, script, "--check", "--out", str(tmp_path / "none.jsonl")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "is stale" in r.stderr
+    r = subprocess.run([sys.executable, script, "--out", str(tmp_path / "c.jsonl")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, script, "--check", "--out", str(tmp_path / "c.jsonl")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert len(load_cases(tmp_path / "c.jsonl")) >= 80

@@ -189,3 +189,26 @@ def test_results_markdown_written_atomically_and_default_path_untouched(tmp_path
     assert not list(tmp_path.glob(".out.md.*"))
     after = (ROOT / "evals" / "RESULTS.md").read_bytes() if (ROOT / "evals" / "RESULTS.md").exists() else None
     assert before == after
+
+
+def test_a_real_agent_command_scores_like_the_builtin(tmp_path: Path) -> None:
+    """tests/agents/diagnose_cli.py wraps scripts/diagnose.py as an external agent: on the same cases it must
+    get exactly the answers of the built-in responder (the harness adds nothing and loses nothing)."""
+    pytest.importorskip("distdoctor.diagnose", reason="the diagnosis engine is not there yet")
+    from distdoctor.evals.cases import load_cases as load
+    from distdoctor.evals.responders import BuiltinResponder
+
+    picked = [c for c in load(ROOT / "evals" / "cases.jsonl") if c.expected_cause in ("port_in_use", "peer_died_first")]
+    lines = []
+    for c in picked[:10]:
+        d = {"id": c.id, "log": c.log, "source": c.source, "expected_cause": c.expected_cause}
+        if c.context:
+            d["context"] = c.context
+        lines.append(d)
+    write_cases(tmp_path / "cases.jsonl", lines)
+    rc, agent_out, err = score_json(tmp_path, "--agent-cmd", agent("diagnose_cli"), "-j", "4")
+    assert rc == 0, err
+    builtin = BuiltinResponder()
+    for res in agent_out["cases"]:
+        case = next(c for c in picked if c.id == res["id"])
+        assert res["got"] == builtin.answer(case).cause, res

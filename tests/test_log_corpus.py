@@ -128,6 +128,9 @@ def test_generated_logs_match_make_logs() -> None:
     for case in cases.values():
         assert re.fullmatch(r"gen_[a-z0-9_]+", case.name), f"{case.name}: case names are gen_<snake_case>"
         assert case.expect, f"{case.name}: a case must say what its run has to show"
+    used = {c.program for c in cases.values()}
+    unused = [p.name for p in (paths.ROOT / "evals" / "programs").glob("fail_*.py") if p.name not in used]
+    assert not unused, f"broken programs no make_logs.py case runs: {unused}"
 
 
 @pytest.mark.skipif(not FIELD_REPORTS.is_dir(), reason="../shared/field-reports not beside this checkout")

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import io
-import math
+import zlib
 from collections import defaultdict
-from pathlib import Path
 
-import re
-
-from distdoctor.diagnose.events import DEAD_PEER, Event, EventBuilder, Line
+from distdoctor.diagnose.events import AGENT, Event, EventBuilder, Line
+from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, matcher_for
 from distdoctor.diagnose.prefixes import parse_timestamp, split_prefix, strip_ansi
 from distdoctor.diagnose.scanner import Prefilter
@@ -17,7 +15,6 @@ from distdoctor.diagnose.sources import InputError, ScanStats, Source, blocks, e
 
 ECHO_CAUSE = "peer_died_first"
 MAX_EVIDENCE = 5
-FIRST_FAILURE_BONUS = 12.0
 ECHO_BONUS = 8.0
 KEYWORD_WEIGHT = 2.0
 THIN_SCORE = 4.0
@@ -30,10 +27,15 @@ class _Tally:
         self.counts: dict[tuple[str, int], int] = defaultdict(int)
         self.sigs: dict[tuple[str, int], CompiledSignature] = {}
         self.evidence: dict[str, list[dict]] = defaultdict(list)
+        self.agent_echoes: dict[tuple[str, int], int] = defaultdict(int)
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
-        self.counts[k] += 1
+        if sig.kind == "echo" and AGENT.search(ln.text):
+            # the agent stops the survivors after any failure: weak evidence for one cause
+            self.agent_echoes[k] += 1
+        else:
+            self.counts[k] += 1
         self.sigs[k] = sig
         ev = self.evidence[sig.cause]
         if len(ev) < MAX_EVIDENCE and not any(e["file"] == ln.file and e["line"] == ln.line for e in ev):
@@ -42,10 +44,12 @@ class _Tally:
 
 
 def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builder: EventBuilder,
-                 tally: _Tally, stats: ScanStats) -> None:
+                 tally: _Tally, stats: ScanStats, progress=None) -> None:
     state: dict = {}
     with src.open() as stream:
-        for first, block in blocks(stream, stats, src.name):
+        for n, (first, block) in enumerate(blocks(stream, stats, src.name)):
+            if progress is not None and n % 64 == 63:
+                progress(idx + 1, stats)
             for line_no, raw in pre.lines(first, block, state):
                 stats.candidates += 1
                 text = raw.decode("utf-8", "replace")
@@ -69,63 +73,10 @@ def _score(tally: _Tally) -> dict[str, float]:
     for k, n in tally.counts.items():
         sig = tally.sigs[k]
         scores[sig.cause] += sig.weight * (1 + 0.25 * min(n - 1, 4))
+    for k in tally.agent_echoes:
+        sig = tally.sigs[k]
+        scores[sig.cause] += 0.25 * sig.weight
     return scores
-
-
-def _order(ev: Event, all_ts: bool) -> tuple:
-    return (ev.ts, ev.first.src, ev.first.line) if all_ts else (ev.first.src, ev.first.line)
-
-
-def _blur(text: str) -> str:
-    return re.sub(r"0x[0-9a-f]+|\d+", "N", text.strip())[:300]
-
-
-def _signature(ev: Event):
-    """What failed, comparable across ranks: the signatures matched, else the blurred failure text."""
-    hits = frozenset((h.cause, h.index) for h in ev.hits if h.kind != "echo")
-    return hits or _blur(ev.key_line().body)
-
-
-def _first_failure(builder: EventBuilder) -> tuple[Event | None, Line | None, list[Event], bool]:
-    """(first failing event or None, the line naming the first failure, echo events, every rank alike)."""
-    errors = [e for e in builder.events if e.is_error and not e.is_agent]
-    echoes = [e for e in errors if e.is_echo]
-    candidates = [e for e in errors if not e.is_echo]
-    agent = builder.agent_first()
-    if candidates:
-        all_ts = all(e.ts is not None for e in candidates) and len({e.first.src for e in candidates}) > 1
-        candidates.sort(key=lambda e: _order(e, all_ts))
-        first = candidates[0]
-        key = first.key_line()
-        # The same failure on several ranks (or several unlabelled copies): no rank went first.
-        sig = _signature(first)
-        if first.rank is not None:
-            per_rank: dict = {}
-            for e in candidates:
-                per_rank.setdefault((e.first.src, e.rank), e)
-            alike = sum(1 for e in per_rank.values() if _signature(e) == sig) >= 2
-        else:  # unlabelled lines: copies of the same failure from several processes
-            text = _blur(key.body)
-            alike = sum(1 for e in candidates if e.rank is None for ln in e.lines if _blur(ln.body) == text) >= 2
-        if first.rank is None and not alike and agent is not None:
-            key = Line(key.src, key.file, key.line, agent.rank, key.ts, key.text, key.hits, key.body)
-        if alike:
-            key = Line(key.src, key.file, key.line, None, key.ts, key.text, key.hits, key.body)
-        return first, key, echoes, alike
-    killed = [e.exitcode for e in builder.summary if e.exitcode is not None and e.exitcode < 0 and e.exitcode != -15]
-    if agent is not None and len(killed) >= 2 and len(set(killed)) == 1:
-        # every rank the agent lists died of the same signal: none went first
-        return None, Line(agent.src, agent.file, agent.line, None, agent.ts, agent.text, agent.hits,
-                          agent.body), echoes, True
-    if agent is None:
-        # NCCL's "Connection closed by localRank N" names the rank that went away
-        for e in builder.events:
-            for ln in e.lines:
-                m = DEAD_PEER.search(ln.body)
-                if m:
-                    return None, Line(ln.src, ln.file, ln.line, int(m["rank"]), ln.ts, ln.text, ln.hits,
-                                      ln.body), echoes, False
-    return None, agent, echoes, False
 
 
 def diagnose_sources(sources, context: str | None = None, references_root=None,
@@ -140,16 +91,17 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     for idx, src in enumerate(sources):
         files += 1
         try:
-            _scan_source(idx, src, pre, matcher, builder, tally, stats)
+            _scan_source(idx, src, pre, matcher, builder, tally, stats, progress)
         except InputError as exc:
             errors.append({"path": src.name, "error": str(exc), "explicit": src.explicit})
-        except (OSError, EOFError) as exc:  # unreadable file, truncated .gz, permission denied
+        except (OSError, EOFError, zlib.error) as exc:  # unreadable file, bad or truncated .gz, permission denied
             errors.append({"path": src.name, "error": f"{src.name}: cannot read: {exc}", "explicit": src.explicit})
         if progress is not None:
             progress(files, stats)
 
     scores = _score(tally)
-    first, first_line, echoes, alike = _first_failure(builder)
+    found = find_first_failure(builder)
+    first, first_line, echoes, alike = found.event, found.line, found.echoes, found.all_ranks
     if first is not None:
         explained = [h for h in first.hits if h.kind in ("root", "hint")]
         for h in {(h.cause, h.index): h for h in first.hits}.values():
@@ -167,9 +119,9 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
 
     context_hits: list[dict] = []
     if context:
-        for cause, kw in matcher.match_keywords(context):
+        for cause, kw, words in matcher.match_keywords(context):
             scores[cause] += KEYWORD_WEIGHT
-            context_hits.append({"cause": cause, "keyword": kw})
+            context_hits.append({"cause": cause, "keyword": kw, "words": words})
         for i, line in enumerate(context.splitlines(), 1):
             for h in matcher.match_line(line):
                 scores[h.cause] += h.weight
@@ -182,8 +134,14 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     for cause, score in ranked:
         e = matcher.entries[cause]
         evidence = list(tally.evidence.get(cause, []))
+        if first_line is not None and any(h.cause == cause for h in first_line.hits):
+            # the first failure's own line leads the evidence of the cause it shows
+            lead = {"file": first_line.file, "line": first_line.line, "text": first_line.text[:500],
+                    "rank": first_line.rank, "kind": "first failure",
+                    "proves": next(h.proves for h in first_line.hits if h.cause == cause)}
+            evidence = [lead] + [e for e in evidence if (e["file"], e["line"]) != (lead["file"], lead["line"])]
         evidence += [{"file": "<context>", "line": None, "text": context or "", "rank": None, "kind": "keyword",
-                      "proves": f"the description matches /{h['keyword']}/"} for h in context_hits
+                      "proves": f"the description says {h['words']!r} (/{h['keyword']}/)"} for h in context_hits
                      if h["cause"] == cause][:1]
         causes.append({"id": cause, "score": round(score, 2), "title": e.title, "entry": e.anchor,
                        "patch": e.patch, "evidence": evidence[:MAX_EVIDENCE]})
@@ -193,9 +151,11 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         ff = {"rank": first_line.rank, "file": first_line.file, "line": first_line.line,
               "text": first_line.text[:500], "ts": _fmt_ts(first_line.ts)}
         if first is None:
-            ff["seen_by"] = "agent" if first_line is builder.agent_first() else "peers"
+            ff["seen_by"] = found.seen_by
         if alike:
             ff["all_ranks"] = True
+        if found.waiting:
+            ff["waiting"] = True  # every failing rank timed out waiting for another
     echo_list = [{"file": e.key_line().file, "line": e.key_line().line, "rank": e.rank,
                   "text": e.key_line().text[:300]} for e in echoes[:20]]
     thin = not causes or causes[0]["score"] < THIN_SCORE or first is None
@@ -224,8 +184,12 @@ def _fmt_ts(ts: tuple | None) -> str | None:
 
 
 def _first_paragraph(text: str) -> str:
+    """The Fix section's first paragraph, with the block it introduces when it ends with a colon."""
     paras = [p.strip() for p in text.split("\n\n") if p.strip()]
-    return paras[0] if paras else ""
+    out = paras[:1]
+    while out and out[-1].endswith(":") and len(out) < min(len(paras), 3):
+        out.append(paras[len(out)])
+    return "\n\n".join(out)
 
 
 def _next_step(causes: list[dict], first: Event | None) -> str:

@@ -13,7 +13,7 @@ FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?P<comma>,)? in ')
 EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|NotMet|Failure)"
                       r"\b(?::|\s*$)")
 ERRORISH = re.compile(r"Error\b|Error:|Exception\b|ERROR|Fatal Python error|terminate called|what\(\): |"
-                      r"Segmentation fault|: error:|^\[?[EF]\d{4} \d\d:|^\[[EF] |FAILED|Aborted|core dumped")
+                      r"Segmentation fault|: error:|^\[?[EF]\d{3,4} \d\d:|^\[[EF] |FAILED|Aborted|core dumped")
 # The torchrun agent's own output: summaries of failures it saw, not failures of its own.
 AGENT = re.compile(r"torch/distributed/elastic/|torch/distributed/run\.py|torch/distributed/launcher/|"
                    r"ChildFailedError|closing signal SIG|Root Cause \(first observed failure\)|"
@@ -24,12 +24,15 @@ ECHO = re.compile(r"Connection closed by peer|Connection reset by peer|closing s
                   r"Signal 15 \(SIGTERM\)|Watchdog caught collective operation timeout|detected by watchdog|"
                   r"ProcessGroupNCCL's watchdog|Connection closed by localRank|Broken pipe|"
                   r"ChildFailedError|remote worker crashing")
+# A rank that reports a timeout was waiting for another: it names a victim, not a culprit.
+TIMEOUT = re.compile(r"[Tt]imed out|[Tt]imeout|timed out after|failed to pass monitoredBarrier")
 AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)")
 DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
-MAX_EVENT_LINES = 40
-MAX_EVENTS = 5000
+MAX_EVENT_LINES = 24
+MAX_EVENTS = 1000
+MAX_TEXT = 1000    # characters of a line kept in an event (matching saw up to 64 KiB)
 
 
 @dataclass
@@ -55,12 +58,14 @@ class Event:
     def rank(self) -> int | None:
         return self.first.rank
 
+    inherited_ts: tuple | None = None   # from the logging line just before a traceback
+
     @property
     def ts(self) -> tuple | None:
         for ln in self.lines:
             if ln.ts is not None:
                 return ln.ts
-        return None
+        return self.inherited_ts
 
     @property
     def hits(self) -> list[CompiledSignature]:
@@ -75,6 +80,11 @@ class Event:
         if any(h.kind == "root" for h in self.hits):
             return False
         return any(h.kind == "echo" for h in self.hits) or any(ECHO.search(ln.text) for ln in self.lines)
+
+    @property
+    def is_timeout(self) -> bool:
+        return any(TIMEOUT.search(ln.body) for ln in self.lines if EXC_LINE.match(ln.body.strip())
+                   or ERRORISH.search(ln.body))
 
     @property
     def is_error(self) -> bool:
@@ -110,6 +120,7 @@ class SummaryEntry:
     line: Line
     root: bool                  # listed under "Root Cause (first observed failure)"
     exitcode: int | None = None
+    exit_line: Line | None = None
 
 
 class EventBuilder:
@@ -123,6 +134,7 @@ class EventBuilder:
         self._in_summary: dict[int, bool] = {}   # src -> inside the Root Cause part
         self._colon: dict[int, Event] = {}
         self._last_tb: dict[int, Event] = {}
+        self._last_ts: dict[int, tuple[int, tuple]] = {}
         self.dropped = 0
 
     def _add(self, ev: Event) -> None:
@@ -140,7 +152,8 @@ class EventBuilder:
         if killed and (root is None or root.exitcode is None or root.exitcode >= 0):
             pick = killed[0]
         if pick is not None:
-            return pick.line
+            ln = pick.exit_line or pick.line  # "exitcode : -9 (pid: 7) (SIGKILL)" says more than "rank : 1"
+            return Line(ln.src, ln.file, ln.line, pick.rank, ln.ts, ln.text, ln.hits, ln.body)
         return self.agent_failed
 
     def _summary(self, ln: Line, body: str) -> None:
@@ -160,8 +173,12 @@ class EventBuilder:
         m = SUMMARY_EXIT.match(body)
         if m and self.summary and self.summary[-1].exitcode is None:
             self.summary[-1].exitcode = int(m["code"] or m["code2"])
+            self.summary[-1].exit_line = ln
 
     def feed(self, ln: Line, body: str) -> None:
+        if len(ln.text) > MAX_TEXT:
+            ln.text, ln.body = ln.text[:MAX_TEXT], ln.body[:MAX_TEXT]
+            body = ln.body
         self._summary(ln, body)
         if self.agent_failed is None:
             m = AGENT_FAILED.search(body)
@@ -181,10 +198,15 @@ class EventBuilder:
             if last is not None and not last.closed and not TRACEBACK.search(body):
                 key, ev = (ln.src, last.rank), last
                 ln.rank = last.rank
+        last_ts = self._last_ts.get(ln.src)
+        if ln.ts is not None:
+            self._last_ts[ln.src] = (ln.line, ln.ts)
         if TRACEBACK.search(body):
             if ev is not None:
                 ev.closed = True
             ev = Event("traceback", ln, [ln])
+            if last_ts is not None and ln.line - last_ts[0] <= 3:
+                ev.inherited_ts = last_ts[1]
             self.open[key] = ev
             self._last_tb[ln.src] = ev
             self._add(ev)

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as sre_c  # type: ignore[no-redef]
 
 from distdoctor import paths
-from distdoctor.knowledge import Entry, load_entries
+from distdoctor.knowledge import Entry, KnowledgeError, load_entries
 
 # Log syntax every diagnosis needs, whatever the knowledge base says: where a traceback starts,
 # frames, exception lines, crashes, and the torchrun agent's summaries. These only make a line a
@@ -32,7 +32,7 @@ STRUCTURAL_ANCHORS = [
 ]
 # Structural regexes (each starts with a rare character): glog error/fatal lines (E1123 07:09:50,
 # [E1123 ...], the torchrun agent's "failed (exitcode ...)" lines among them) and C++ crash text.
-STRUCTURAL_PATTERNS = [r"E\d{4} \d\d:\d\d", r"F\d{4} \d\d:\d\d", r"\[E ", r"\[F ", r"terminate called",
+STRUCTURAL_PATTERNS = [r"E\d{3,4} \d\d:\d\d", r"F\d{3,4} \d\d:\d\d", r"\[E ", r"\[F ", r"terminate called",
                        r"what\(\): "]
 _MIN_ANCHOR = 3
 _MAX_ANCHOR = 20
@@ -174,7 +174,10 @@ class Matcher:
                 anchors, ic = anchors_of(s.regex)
                 self.signatures.append(CompiledSignature(e.cause, i, re.compile(s.regex), s.kind, s.weight,
                                                          s.proves, anchors, ic))
-        self.keywords = [(e.cause, re.compile(k, re.I)) for e in entries for k in e.keywords]
+        # Smart case: a keyword written in lower case matches any case; one with capitals
+        # (MASTER_ADDR, IB, RoCE) matches as written, so "RoCE" does not match "process".
+        self.keywords = [(e.cause, re.compile(k, 0 if re.sub(r"\\.", "", k) != re.sub(r"\\.", "", k).lower() else re.I))
+                         for e in entries for k in e.keywords]
         words = set(STRUCTURAL_ANCHORS)
         for sig in self.signatures:
             for a in sig.anchors:
@@ -203,9 +206,14 @@ class Matcher:
                 hits.append(s)
         return hits
 
-    def match_keywords(self, text: str) -> list[tuple[str, str]]:
-        """(cause, keyword regex) for each entry keyword found in what a person wrote."""
-        return [(cause, rx.pattern) for cause, rx in self.keywords if rx.search(text)]
+    def match_keywords(self, text: str) -> list[tuple[str, str, str]]:
+        """(cause, keyword regex, matched words) for each entry keyword found in what a person wrote."""
+        out = []
+        for cause, rx in self.keywords:
+            m = rx.search(text)
+            if m:
+                out.append((cause, rx.pattern, m.group(0)))
+        return out
 
 
 _CACHE: dict[str, Matcher] = {}
@@ -215,5 +223,8 @@ def matcher_for(references_root: str | Path | None = None) -> Matcher:
     root = Path(references_root) if references_root else paths.REFERENCES
     key = str(root.resolve())
     if key not in _CACHE:
-        _CACHE[key] = Matcher(load_entries(root))
+        entries = load_entries(root)
+        if not entries:
+            raise KnowledgeError(f"{root}: no reference entries (references/*.md with '### <cause_id> — <title>' headings)")
+        _CACHE[key] = Matcher(entries)
     return _CACHE[key]

@@ -15,6 +15,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     # torch's per-rank prefix: [rank3]:
     ("rank", re.compile(r"\[rank(?P<rank>\d+)\]:")),
+    # distdoctor.tracer: [07:40:06.417][+0.009s][R1/2][LR0][PID:30423]
+    ("rank", re.compile(r"\[\d\d:\d\d:\d\d\.\d+\]\[\+[\d.]+s\]\[R(?P<rank>\d+)/\d+\]\[LR\d+\]\[PID:\d+\]\s?")),
     # olmo-core / composer style: [R0/2][LR0]
     ("rank", re.compile(r"\[R(?P<rank>\d+)/\d+\](?:\[LR\d+\])?:?\s?")),
     # horovod / mpirun --tag-output with a ctime stamp: Thu Aug 29 16:41:02 2019[3]<stderr>:
@@ -37,7 +39,7 @@ _FIRST_ONLY = {_PREFIXES[-1][1], _PREFIXES[-2][1]}  # srun and host:rank labels 
 
 _TIMESTAMPS: list[tuple[str, re.Pattern[str]]] = [
     # glog: E1123 07:09:50.991000 or [E1123 07:12:03.210760729 ...]
-    ("glog", re.compile(r"^\[?[IWEF](?P<mo>\d\d)(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:\.(?P<f>\d+))?")),
+    ("glog", re.compile(r"^\[?[IWEF](?P<mo>\d{1,2})(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:\.(?P<f>\d+))?")),
     # ISO-like: 2021-09-13 22:17:26,651 / 2026-11-23_07:09:50 / 2024-01-01T12:00:00.5
     ("iso", re.compile(r"(?P<y>\d{4})-(?P<mo>\d\d)-(?P<d>\d\d)[ T_](?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))?")),
     # 03/17/23 20:03:12

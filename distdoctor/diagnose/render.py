@@ -26,7 +26,9 @@ def render(result: dict) -> str:
     causes = result["causes"]
     ff = result.get("first_failure")
     if ff:
-        if ff.get("all_ranks"):
+        if ff.get("waiting"):
+            who = "no rank failed first; the failing ranks timed out waiting for another (first report)"
+        elif ff.get("all_ranks"):
             who = "every rank fails the same way"
         elif ff.get("rank") is not None:
             who = f"rank {ff['rank']}"
@@ -39,7 +41,9 @@ def render(result: dict) -> str:
     else:
         out.append("First failure: none found (no error event in the logs)")
     echoes = result.get("echoes") or []
-    if echoes and ff:
+    if echoes and ff and ff.get("waiting"):
+        out.append(f"Also: {len(echoes)} more timeout or watchdog report(s) from waiting ranks.")
+    elif echoes and ff:
         ranks = sorted({e["rank"] for e in echoes if e["rank"] is not None})
         out.append(f"Echoes: {len(echoes)} error(s){' on ranks ' + ', '.join(map(str, ranks)) if ranks else ''} "
                    "are consequences of the first failure (peer closed/reset, SIGTERM, watchdog), not causes.")
@@ -54,7 +58,11 @@ def render(result: dict) -> str:
             out.append(f"      ({e['kind']}: {e['proves']})")
         if result.get("fix"):
             out.append("Fix:")
-            out.extend("  " + ln for ln in textwrap.wrap(result["fix"], 96))
+            for para in result["fix"].split("\n\n"):
+                if para.startswith("```"):
+                    out.extend("    " + ln for ln in para.splitlines() if not ln.startswith("```"))
+                else:
+                    out.extend("  " + ln for ln in textwrap.wrap(para, 96))
         if result.get("patch"):
             out.append(f"Patch: python scripts/patch_backend.py --dry-run --only {result['patch']} REPO   (then without --dry-run)")
         else:

@@ -40,49 +40,38 @@ class Prefilter:
         self.unanchored = [re.compile(s.regex.pattern.encode("utf-8")) for s in matcher.unanchored]
 
     def lines(self, first_line: int, block: bytes, state: dict) -> Iterator[tuple[int, bytes]]:
-        """(line number, raw line) for each candidate line of a block of whole lines."""
-        hits: list[int] = []
+        """(line number, raw line) for each candidate line of a block of whole lines.
+
+        `state` carries, from one block to the next of the same source, how many lines after a
+        FOLLOW trigger are still to be read.
+        """
+        n = len(block)
+        starts: set[int] = set()
         search = self.rx.search
         pos = 0
-        n = len(block)
         while pos < n:
             m = search(block, pos)
             if m is None:
                 break
-            start = block.rfind(b"\n", 0, m.start()) + 1
+            starts.add(block.rfind(b"\n", 0, m.start()) + 1)
             end = block.find(b"\n", m.end())
-            end = n if end < 0 else end
-            hits.append(start)
-            pos = end + 1
+            pos = n if end < 0 else end + 1
         for rx in self.unanchored:
             for m in rx.finditer(block):
-                hits.append(block.rfind(b"\n", 0, m.start()) + 1)
-        follow = state.get("follow", 0)
-        if follow:
-            hits.append(0)
-        if not hits:
-            if follow:
-                state["follow"] = 0
+                starts.add(block.rfind(b"\n", 0, m.start()) + 1)
+        pending = state.pop("follow", 0)
+        if pending:
+            starts.update(_next_lines(block, 0, pending, state, include_first=True))
+        if not starts:
             return
-        hits = sorted(set(hits))
+        todo = sorted(starts)
+        done: set[int] = set()
         line_no, counted = first_line, 0
-        extra: list[int] = []
-        i = 0
-        follow_until = -1
-        if follow:
-            # the first `follow` lines of this block continue a block started in the previous one
-            p = 0
-            for _ in range(follow):
-                if p >= n:
-                    break
-                extra.append(p)
-                p = block.find(b"\n", p) + 1 or n
-            follow_until = p
-            state["follow"] = 0
-        hits = sorted(set(hits) | set(extra))
-        while i < len(hits):
-            start = hits[i]
-            i += 1
+        while todo:
+            start = todo.pop(0)
+            if start in done:
+                continue
+            done.add(start)
             line_no += block.count(b"\n", counted, start)
             counted = start
             end = block.find(b"\n", start)
@@ -90,16 +79,19 @@ class Prefilter:
             raw = block[start:min(end, start + MAX_LINE)]
             for trigger, count in FOLLOW.items():
                 if trigger in raw:
-                    p = end + 1
-                    more = []
-                    for _ in range(count):
-                        if p >= n:
-                            state["follow"] = count - len(more)
-                            break
-                        more.append(p)
-                        p = block.find(b"\n", p) + 1 or n
-                    if more:
-                        hits = sorted(set(hits[i:]) | set(more))
-                        i = 0
+                    more = _next_lines(block, end + 1, count, state)
+                    todo = sorted(set(todo) | set(more))
             yield line_no, raw
-        del follow_until
+
+
+def _next_lines(block: bytes, pos: int, count: int, state: dict, include_first: bool = True) -> list[int]:
+    """Start offsets of up to `count` lines from `pos`; what does not fit is left in state["follow"]."""
+    out: list[int] = []
+    n = len(block)
+    while len(out) < count and pos < n:
+        out.append(pos)
+        nl = block.find(b"\n", pos)
+        pos = n if nl < 0 else nl + 1
+    if len(out) < count:
+        state["follow"] = max(state.get("follow", 0), count - len(out))
+    return out

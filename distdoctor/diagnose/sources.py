@@ -40,17 +40,28 @@ class ScanStats:
     notes: list[str] = field(default_factory=list)
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _maybe_gunzip(stream) -> BinaryIO:
+    """The stream itself, or a decompressing reader over it when it starts with gzip's magic."""
+    head = stream.peek(2)[:2] if hasattr(stream, "peek") else b""
+    return gzip.GzipFile(fileobj=stream, mode="rb") if head == GZIP_MAGIC else stream  # type: ignore[return-value]
+
+
 def _opener(path: Path) -> Callable[[], BinaryIO]:
-    if path.suffix == ".gz":
-        return lambda: gzip.open(path, "rb")  # type: ignore[return-value]
-    return lambda: open(path, "rb")
+    return lambda: _maybe_gunzip(open(path, "rb"))
+
+
+def _stdin() -> BinaryIO:
+    return _maybe_gunzip(sys.stdin.buffer)
 
 
 def expand(paths: list[str], errors: list[dict]) -> Iterator[Source]:
     """Sources for files, folders (recursively, sorted) and '-'; unreadable ones go to `errors`."""
     for raw in paths:
         if raw == "-":
-            yield Source("<stdin>", lambda: sys.stdin.buffer, None)
+            yield Source("<stdin>", _stdin, None)
             continue
         p = Path(raw)
         if not os.path.lexists(p):
@@ -111,6 +122,26 @@ def blocks(stream: BinaryIO, stats: ScanStats, name: str) -> Iterator[tuple[int,
                 continue
             chunk = chunk[nl + 1:]
             skipping = False
+        last_in_chunk = chunk.rfind(b"\n")
+        if last_in_chunk >= 0:
+            # one copy at most: the carried partial line joined to the chunk's whole lines
+            if last_in_chunk + 1 == len(chunk):
+                block, carry = (carry + chunk if carry else chunk), b""
+            else:
+                block = carry + memoryview(chunk)[:last_in_chunk + 1]
+                carry = chunk[last_in_chunk + 1:]
+            if len(carry) > MAX_LINE:
+                stats.cut_lines += 1
+                carry, skipping = carry[:MAX_LINE], True
+                yield line_no, block
+                line_no += block.count(b"\n")
+                yield line_no, carry + b"\n"
+                line_no += 1
+                carry = b""
+                continue
+            yield line_no, block
+            line_no += block.count(b"\n")
+            continue
         data = carry + chunk if carry else chunk
         last = data.rfind(b"\n")
         if last < 0:

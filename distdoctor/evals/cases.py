@@ -6,7 +6,7 @@ Errors name the file, the line and the field (`cases.jsonl:12: field expected_ca
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 

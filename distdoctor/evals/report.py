@@ -48,6 +48,10 @@ def render_loop_text(loop: list[LoopResult]) -> str:
     return "\n".join(out)
 
 
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[:n - 1] + "…"
+
+
 def _md(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
@@ -93,7 +97,8 @@ def render_markdown(score: Score, loop: list[LoopResult] | None = None, command:
                "the copy runs again. Pass = the diagnosis names the cause AND every rank finishes.", "",
                "| program | cause | result | run | diagnose | patch | rerun |", "|---|---|---|---|---|---|---|"]
         for r in loop:
-            cells = {s.name: f"{ {True: 'ok', False: 'FAIL', None: '—'}[s.ok]}: {_md(s.detail)}" for s in r.steps}
+            cells = {s.name: f"{ {True: 'ok', False: 'FAIL', None: '—'}[s.ok]}: {_md(_clip(s.detail, 170))}"
+                     for s in r.steps}
             md.append(f"| `{r.program}` | `{r.cause}` | **{r.status}** | " +
                       " | ".join(cells.get(k, "") for k in ("run", "diagnose", "patch", "rerun")) + " |")
     md += ["", "## Every case", "", "| case | origin | expected | answered | top-3 | ok |", "|---|---|---|---|---|---|"]

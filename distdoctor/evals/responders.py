@@ -112,16 +112,20 @@ def answer_from_dict(obj: dict) -> Answer:
 
 def parse_agent_output(text: str) -> Answer:
     """Parse an agent's stdout: the last JSON object with a "cause"/"causes" key, else a last `CAUSE: id` line."""
+    empty: Answer | None = None
     for obj in reversed(_json_objects(text)):
         if "cause" in obj or "causes" in obj:
             ans = answer_from_dict(obj)
             if ans.cause:
                 return ans
+            empty = empty or ans
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if lines:
         m = CAUSE_LINE.match(lines[-1])
         if m:
             return Answer(m.group(1))
+    if empty is not None:
+        return Answer(None, error="the agent's answer names no cause")
     snippet = " ".join(text.split())[:80]
     return Answer(None, error=f"no JSON answer and no final 'CAUSE: <id>' line in output: {snippet!r}")
 

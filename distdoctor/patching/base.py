@@ -53,6 +53,10 @@ class PatchCommand(VisitorBasedCodemodCommand):
         """Note a rewrite at the (original) node's first line."""
         try:
             line = self.get_metadata(PositionProvider, node).start.line
-        except KeyError:
-            line = 0
+        except KeyError:  # not declared: resolve positions now, only because something changed
+            wrapper = self.context.wrapper
+            try:
+                line = wrapper.resolve(PositionProvider)[node].start.line if wrapper is not None else 0
+            except KeyError:
+                line = 0
         self.changes.append(Change(line, self.INFO.id, what))

@@ -79,6 +79,7 @@ def _report(outcomes: list[FileOutcome], as_json: bool, quiet: bool, write: bool
             sys.stdout.write(o.diff)
         for c in o.changes:
             print(f"{o.path}:{c.line} {c.patch} {c.what}")
+    sys.stdout.flush()
     for o in errors:
         print(f"{o.path}: error: {o.error}", file=sys.stderr)
     if not quiet:

@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+import ast
+from typing import Iterator, Mapping
 
 import libcst as cst
+from libcst._metadata_dependent import LazyValue
 import libcst.matchers as m
-from libcst.metadata import ParentNodeProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import ParentNodeProvider, QualifiedNameProvider
 
 STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
+def metadata_table(visitor: cst.MetadataDependent, provider) -> Mapping:
+    """The provider's table for the module being transformed, resolved on first use (the codemod's
+    MetadataWrapper caches it, so the patches of one run share it) when the visitor did not declare it."""
+    tables = visitor.metadata
+    if provider in tables:
+        return tables[provider]
+    wrapper = getattr(getattr(visitor, "context", None), "wrapper", None)
+    return wrapper.resolve(provider) if wrapper is not None else {}
+
+
+def lookup(visitor: cst.MetadataDependent, provider, node: cst.CSTNode, default=None):
+    value = metadata_table(visitor, provider).get(node, default)
+    return value() if isinstance(value, LazyValue) else value
+
+
 def qualified_names(visitor: cst.MetadataDependent, node: cst.CSTNode) -> set[str]:
     """Fully qualified names of node (`dist.init_process_group` -> torch.distributed.init_process_group)."""
-    try:
-        return {q.name for q in visitor.get_metadata(QualifiedNameProvider, node, set())}
-    except KeyError:
-        return set()
+    return {q.name for q in lookup(visitor, QualifiedNameProvider, node, set()) or ()}
 
 
 def is_call_to(visitor: cst.MetadataDependent, node: cst.CSTNode, names: frozenset[str] | set[str]) -> bool:
@@ -130,40 +144,38 @@ def is_none(node: cst.CSTNode) -> bool:
 
 
 
-def _from_import_aliases(visitor: cst.MetadataDependent) -> dict[str, str]:
-    """Local name -> imported name for every `from x import name [as local]` in any scope."""
+
+def _from_import_aliases(nodes) -> dict[str, str]:
+    """Local name -> imported name for every `from x import name [as local]` among nodes."""
     aliases: dict[str, str] = {}
-    scopes = visitor.metadata.get(ScopeProvider, {})
-    for scope in {id(s): s for s in scopes.values() if s is not None}.values():
-        for assignment in scope.assignments:
-            node = getattr(assignment, "node", None)
-            if isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
-                for alias in node.names:
-                    imported = cst.helpers.get_full_name_for_node(alias.name) or ""
-                    local = alias.evaluated_alias or imported
-                    aliases[local] = imported.rsplit(".", 1)[-1]
+    for node in nodes:
+        if isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                imported = cst.helpers.get_full_name_for_node(alias.name) or ""
+                aliases[alias.evaluated_alias or imported] = imported.rsplit(".", 1)[-1]
     return aliases
 
 
 def named_nodes(visitor: cst.MetadataDependent, accept, wanted) -> list[tuple[cst.CSTNode, set[str]]]:
     """Names and attributes whose identifier passes wanted(ident) (directly or through a
-    `from ... import x as y` alias) and whose qualified names pass accept(names). Candidates come from
-    the resolved QualifiedNameProvider table; qualified names are computed only for candidates."""
-    table = visitor.metadata.get(QualifiedNameProvider, {})
-    aliases = _from_import_aliases(visitor)
-    out = []
-    for node in table:
+    `from ... import x as y` alias) and whose qualified names pass accept(names).
+
+    Candidates come from the ParentNodeProvider table (every node, no extra traversal); name
+    resolution (scopes, qualified names) is computed only when a candidate exists."""
+    nodes = list(metadata_table(visitor, ParentNodeProvider))
+    aliases = _from_import_aliases(nodes)
+    candidates = []
+    for node in nodes:
         if isinstance(node, cst.Name):
             ident = node.value
-            if not (wanted(ident) or (ident in aliases and wanted(aliases[ident]))):
-                continue
-        elif isinstance(node, cst.Attribute):
-            if not wanted(node.attr.value):
-                continue
-        else:
-            continue
-        names = {q.name for q in visitor.get_metadata(QualifiedNameProvider, node, set())}
-        if names and accept(names):
+            if wanted(ident) or (ident in aliases and wanted(aliases[ident])):
+                candidates.append((node, ident))
+        elif isinstance(node, cst.Attribute) and wanted(node.attr.value):
+            candidates.append((node, node.attr.value))
+    out = []
+    for node, ident in candidates:
+        names = qualified_names(visitor, node)
+        if accept(names or {ident}):  # an unresolved name is judged by its identifier
             out.append((node, names))
     return out
 
@@ -177,3 +189,31 @@ def calls_to(visitor: cst.MetadataDependent, names: frozenset[str] | set[str]) -
         if isinstance(parent, cst.Call) and parent.func is node:
             calls.append(parent)
     return calls
+
+
+# ---- cheap screens on Python's own (C) parser: decide whether a file is worth a libcst pass ----
+
+def ast_ident(node: ast.AST) -> str | None:
+    """`f` for `f`, `attr` for `x.y.attr`."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def ast_aliases(tree: ast.Module, names: set[str]) -> set[str]:
+    """names plus the local names they are imported under (`from m import name as local`)."""
+    out = set(names)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name in names and alias.asname:
+                    out.add(alias.asname)
+    return out
+
+
+def ast_calls(tree: ast.Module, names: set[str]) -> list[ast.Call]:
+    """Calls whose callee's last identifier is one of names or an alias of one."""
+    idents = ast_aliases(tree, names)
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast_ident(n.func) in idents]

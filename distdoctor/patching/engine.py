@@ -7,12 +7,14 @@ walks repositories, optionally over a process pool.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import os
 import re
 import stat
 import sys
 import tempfile
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -71,6 +73,27 @@ def _wanted(module: ModuleType, source: str) -> bool:
     return not pre or any(s in source for s in pre)
 
 
+def _screen(active: list[ModuleType], text: str) -> list[ModuleType]:
+    """Drop patches whose optional `screen(ast_tree)` says the file has nothing for them. Python's C
+    parser is an order of magnitude faster than libcst plus name resolution; screens only decide
+    whether to look, every rewrite still goes through libcst."""
+    if not all(hasattr(m, "screen") for m in active):
+        keep_always = [m for m in active if not hasattr(m, "screen")]
+        screened = [m for m in active if hasattr(m, "screen")]
+    else:
+        keep_always, screened = [], active
+    if not screened:
+        return active
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return active  # let libcst parse it and report what is wrong
+    passed = {id(m) for m in screened if m.screen(tree)}
+    return [m for m in active if m in keep_always or id(m) in passed]
+
+
 def patch_source(source: str, patches: list[ModuleType] | None = None, options: PatchOptions | None = None,
                  path: str = "<string>") -> PatchResult:
     """Apply the patches' Transformers in registry order to one parse of `source`.
@@ -84,6 +107,9 @@ def patch_source(source: str, patches: list[ModuleType] | None = None, options: 
         return PatchResult(source, [])
     bom = source.startswith(BOM)
     text = source[1:] if bom else source
+    active = _screen(active, text)
+    if not active:
+        return PatchResult(source, [])
     module = cst.parse_module(text)
     # One metadata resolution is shared by every patch until one of them changes the tree.
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
@@ -122,7 +148,7 @@ def _transform(command, wrapper: MetadataWrapper) -> cst.Module:
 def unified_diff(old: str, new: str, label: str) -> str:
     """A `diff -u` style diff of two versions of one file, labelled a/<label> and b/<label>."""
     lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                 fromfile=f"a/{label}", tofile=f"b/{label}")
+                                 fromfile=f"a/{label.lstrip('/')}", tofile=f"b/{label.lstrip('/')}")
     out = []
     for line in lines:
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")

@@ -5,6 +5,7 @@ No out-of-memory message is printed: the cause a log can show is peer_died_first
 import argparse
 import os
 import signal
+import time
 from datetime import timedelta
 
 import torch
@@ -20,6 +21,7 @@ def main() -> None:
     for step in range(5):
         t = torch.randn(1024)
         if rank == args.bad_rank and step == 2:
+            time.sleep(0.5)  # the other ranks are already waiting in all_reduce when the kill comes
             os.kill(os.getpid(), signal.SIGKILL)
         dist.all_reduce(t)
         print(f"rank {rank} step {step}", flush=True)

@@ -284,7 +284,8 @@ CASES: list[Case] = [
     Case("gen_nccl_not_built", "nccl_without_cuda", "fail_nccl_on_cpu.py", None,
          expect=["Distributed package doesn't have NCCL built in"], script_args=["--variant", "nccl"],
          notes="init_process_group('nccl') on the CPU build of torch; no [rankN]: prefix because the "
-               "process group never came up. first_failure_rank is whichever rank torchrun saw first."),
+               "process group never came up. Every rank fails the same way; torchrun's 'root cause' is "
+               "whichever it saw first, so first_failure_rank is null."),
     Case("gen_nccl_compound_backend", "nccl_without_cuda", "fail_nccl_on_cpu.py", None,
          expect=["Distributed package doesn't have NCCL built in", "cpu:gloo,cuda:nccl"],
          script_args=["--variant", "compound"],

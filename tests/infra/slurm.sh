@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-node Slurm cluster for the tests: munged + slurmctld + slurmd, state and spool under one folder.
-#   bash tests/infra/slurm.sh install   apt-get install the Debian packages (root)
+#   bash tests/infra/slurm.sh install   apt-get install the Debian packages (root; also iproute2 for the netns tests)
 #   bash tests/infra/slurm.sh start     write slurm.conf, start the daemons, wait until the node is idle
 #   bash tests/infra/slurm.sh stop      stop the daemons this script started, remove the folder
 #   bash tests/infra/slurm.sh env       print `export SLURM_CONF=...` for clients
@@ -14,7 +14,7 @@ die() { echo "slurm.sh: $*" >&2; exit 1; }
 install() {
   [ "$(id -u)" = 0 ] || die "install needs root"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq slurmctld slurmd slurm-client munge >/dev/null
+  apt-get update -qq && apt-get install -y -qq slurmctld slurmd slurm-client munge iproute2 >/dev/null
 }
 
 start_munge() {
@@ -82,7 +82,7 @@ stop_pidfile() {
   [ -s "$f" ] || return 0
   local pid; pid=$(cat "$f")
   kill "$pid" 2>/dev/null || return 0
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
   kill -9 "$pid" 2>/dev/null || true
 }
 
@@ -90,6 +90,9 @@ stop() {
   [ -d "$DIR" ] || return 0
   export SLURM_CONF="$DIR/slurm.conf"
   scancel --user=root >/dev/null 2>&1 || true
+  # signal both daemons first, then wait: stopping them one after the other doubles the wait
+  local f
+  for f in "$DIR/slurmd.pid" "$DIR/slurmctld.pid"; do [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
   stop_pidfile "$DIR/slurmd.pid"
   stop_pidfile "$DIR/slurmctld.pid"
   if [ -f "$DIR/started_munge" ] && [ -s /run/munge/munged.pid ]; then stop_pidfile /run/munge/munged.pid; fi

@@ -1,0 +1,100 @@
+"""The first failure: the earliest error event that is not an echo of another rank's failure.
+
+Order is by time where every candidate has a timestamp (across per-rank files), else by position.
+Echoes (peer closed/reset, the agent's SIGTERM, watchdog reports) are set aside; timeouts name a
+waiting rank, not a culprit; the same failure on every rank means no rank went first; when no
+worker logged its own failure, the torchrun agent's summary (or NCCL's "closed by localRank N")
+names the rank.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from distdoctor.diagnose.events import DEAD_PEER, Event, EventBuilder, Line
+
+
+@dataclass
+class FirstFailure:
+    event: Event | None = None      # the worker's own failure event, when one is in the logs
+    line: Line | None = None        # the line that shows it (rank set to the first failing rank or None)
+    echoes: list[Event] = field(default_factory=list)
+    all_ranks: bool = False         # the same failure on every failing rank: none went first
+    waiting: bool = False           # every failing rank timed out waiting for another
+    seen_by: str | None = None      # "agent" or "peers" when no worker logged the failure itself
+
+
+def _order(ev: Event, all_ts: bool) -> tuple:
+    return (ev.ts, ev.first.src, ev.first.line) if all_ts else (ev.first.src, ev.first.line)
+
+
+def _blur(text: str) -> str:
+    return re.sub(r"0x[0-9a-f]+|\d+", "N", text.strip())[:300]
+
+
+def _signature(ev: Event):
+    """What failed, comparable across ranks: the signatures matched, else the blurred failure text."""
+    hits = frozenset((h.cause, h.index) for h in ev.hits if h.kind != "echo")
+    return hits or _blur(ev.key_line().body)
+
+
+def find_first_failure(builder: EventBuilder) -> FirstFailure:
+    """Find the first failure among the events of all sources."""
+    errors = [e for e in builder.events if e.is_error and not e.is_agent]
+    echoes = [e for e in errors if e.is_echo]
+    candidates = [e for e in errors if not e.is_echo]
+    agent = builder.agent_first()
+    if candidates:
+        all_ts = all(e.ts is not None for e in candidates) and len({e.first.src for e in candidates}) > 1
+        candidates.sort(key=lambda e: _order(e, all_ts))
+        failed = [e for e in candidates if not e.is_timeout]
+        if not failed:
+            # only timeouts: the ranks that report one were waiting. One such rank is the failure
+            # the agent acted on; several waiting ranks mean none failed first.
+            first = candidates[0]
+            key = first.key_line()
+            waiting = {(e.first.src, e.rank) for e in candidates}
+            alike = len(waiting) >= 2
+            if alike or key.rank is None:
+                rank = None if alike else (agent.rank if agent is not None else None)
+                key = _with_rank(key, rank)
+            return FirstFailure(first, key, echoes, alike, waiting=alike)
+        candidates = failed
+        first = candidates[0]
+        key = first.key_line()
+        # The same failure on several ranks (or several unlabelled copies): no rank went first.
+        sig = _signature(first)
+        if first.rank is not None:
+            per_rank: dict = {}
+            for e in candidates:
+                per_rank.setdefault((e.first.src, e.rank), e)
+            alike = sum(1 for e in per_rank.values() if _signature(e) == sig) >= 2
+        else:  # unlabelled lines: copies of the same failure from several processes
+            text = _blur(key.body)
+            alike = sum(1 for e in candidates if e.rank is None for ln in e.lines if _blur(ln.body) == text) >= 2
+            killed = [e.exitcode for e in builder.summary if e.exitcode is not None and e.exitcode < 0
+                      and e.exitcode != -15]
+            alike = alike or (len(killed) >= 2 and len(set(killed)) == 1)  # the agent saw them all die alike
+        if first.rank is None and not alike and agent is not None:
+            key = _with_rank(key, agent.rank)
+        if alike:
+            key = _with_rank(key, None)
+        return FirstFailure(first, key, echoes, alike)
+    killed = [e.exitcode for e in builder.summary if e.exitcode is not None and e.exitcode < 0 and e.exitcode != -15]
+    if agent is not None and len(killed) >= 2 and len(set(killed)) == 1:
+        # every rank the agent lists died of the same signal: none went first
+        return FirstFailure(None, _with_rank(agent, None), echoes, True, seen_by="agent")
+    if agent is None:
+        # NCCL's "Connection closed by localRank N" names the rank that went away
+        for e in builder.events:
+            for ln in e.lines:
+                m = DEAD_PEER.search(ln.body)
+                if m:
+                    return FirstFailure(None, _with_rank(ln, int(m["rank"])), echoes, seen_by="peers")
+    return FirstFailure(None, agent, echoes, seen_by="agent" if agent is not None else None)
+
+
+
+def _with_rank(ln: Line, rank: int | None) -> Line:
+    return Line(ln.src, ln.file, ln.line, rank, ln.ts, ln.text, ln.hits, ln.body)
