@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from distdoctor.procs import kill_tree
 
 
 @dataclass
@@ -42,7 +43,7 @@ def run(cmd: list[str], timeout: float = 120, cwd: str | Path | None = None,
         out, _ = proc.communicate(timeout=timeout)
         return RunResult(cmd, proc.returncode, out, False)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc.pid)  # torchrun puts workers in their own sessions: killpg alone leaves them
         out, _ = proc.communicate()
         return RunResult(cmd, None, out, True)
 

@@ -18,7 +18,7 @@ INFRA = ROOT / "tests" / "infra"
 sys.path.insert(0, str(INFRA))
 
 from netns import netns_unavailable, two_nodes  # noqa: E402
-from procs import kill_tree  # noqa: E402
+from distdoctor.procs import kill_tree  # noqa: E402
 
 pytestmark = pytest.mark.netns
 TORCHRUN = f"{sys.executable} -m torch.distributed.run"

@@ -17,7 +17,7 @@ from distdoctor.runner import torchrun_cmd
 from distdoctor.stacks import catches_signal, find_rank_processes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "infra"))
-from procs import kill_tree  # noqa: E402
+from distdoctor.procs import kill_tree  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^\[\d\d:\d\d:\d\d\.\d{3}\]\[\+\d+\.\d{3}s\]\[R(\d)/2\]\[LR(\d)\]\[PID:(\d+)\] CHECKPOINT (\d+): (.*)$",

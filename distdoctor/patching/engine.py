@@ -165,6 +165,7 @@ class FileOutcome:
 
 
 def _check_output(new: str, path: str) -> str | None:
+    new = new[1:] if new.startswith(BOM) else new
     try:
         cst.parse_module(new)
         compile(new, path, "exec", dont_inherit=True)

@@ -72,7 +72,7 @@ def slurm() -> None:
 
 def netns() -> None:
     from netns import two_nodes
-    from procs import kill_tree
+    from distdoctor.procs import kill_tree
 
     train = str(HERE / "ddp_train.py")
     with two_nodes("cap") as nodes:
