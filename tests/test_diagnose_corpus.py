@@ -24,7 +24,6 @@ CAUSE_KNOWN = {
     "gen_rank0_allreduce_peer_exits": "rank 1 exits normally; rank 0's 'Connection closed by peer' is all the log shows",
     "gen_uneven_batches": "the log proves a collective mismatch (rank_conditional_collective root); nothing names uneven data",
     "gen_uneven_batches_4ranks": "only gloo timeouts (rank_conditional_collective hints); nothing names uneven data",
-    "netns_no_ifname": "'Gloo connectFullMesh failed ... timed out connecting': no rendezvous_unreachable signature",
     "netns_no_ifname_hung_node": "a hang with stack dumps only; no rendezvous_unreachable signature or keyword matches",
     "public_download_race_automodel": "quoted traceback is cut before its exception line; only checkpoint frames remain",
     "public_download_race_llmfoundry": "FileNotFoundError on a signal file: no download_race signature matches",
@@ -37,13 +36,10 @@ RANK_KNOWN = {
     "gen_port_in_use_env": "rank 0 is only in the command line (RANK=0), not in the log",
     "gen_rendezvous_env_closed_port": "rank 1 is only in the command line (RANK=1), not in the log",
     "public_nccl_without_cuda_llama": "a single process with no rank in the log",
-    "netns_no_ifname": "rank 1 appears only inside gloo's message (rank=1) and in tracer lines",
     "public_download_race_automodel": "the quoted traceback has no exception line",
     "gen_makedirs_race": "which rank loses the race is timing; the log was regenerated with rank 0 losing",
     "gen_ddp_generate_rank0": "log regenerated at 07:44: rank 1 timed out alone, rank 0 saw 'Connection closed'; "
                               "the label (null) describes the earlier run where both ranks timed out",
-    "gen_nccl_not_built": "log regenerated at 07:44: only rank 1 failed (rank 0 was SIGTERMed); the label (null) "
-                          "describes the earlier run where both ranks failed",
 }
 # Every rank fails the same way: the diagnosis says first_failure.rank = null with all_ranks = true
 # (as the gen_* labels do); these labels name the rank torchrun's summary lists instead.

@@ -76,6 +76,8 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
             killed = [e.exitcode for e in builder.summary if e.exitcode is not None and e.exitcode < 0
                       and e.exitcode != -15]
             alike = alike or (len(killed) >= 2 and len(set(killed)) == 1)  # the agent saw them all die alike
+            if len(builder.summary) == 1:
+                alike = False  # the agent saw one failure: the copies are one process repeating itself
         if first.rank is None and not alike and agent is not None:
             key = _with_rank(key, agent.rank)
         if alike:

@@ -271,7 +271,8 @@ def run_entry(e: Entry, progress: bool = True, diagnose: Callable[[str], dict] |
             res.steps.append(Step("patch", diag_ok, f"no code patch for {e.cause}: the first failure's fix, "
                                                     f"rerun with {' '.join(args) or '(no args)'}"))
         elif not ids:
-            res.steps.append(Step("patch", False, f"no patch for the diagnosed cause {res.diagnosed}"
+            what = f"the diagnosed cause {res.diagnosed}" if res.diagnosed else "a log with no diagnosed cause"
+            res.steps.append(Step("patch", False, f"no patch for {what}"
                                   + ("" if PATCH_CLI.is_file() else " (scripts/patch_backend.py missing)")))
         else:
             say(f"patching with {','.join(ids)}")
