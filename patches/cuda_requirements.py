@@ -6,7 +6,7 @@ import ast
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import ParentNodeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import ancestors, literal_text, named_nodes, parenthesize, qualified_names, walk
@@ -38,13 +38,19 @@ def _ast_gpuish(node: ast.AST) -> bool:
     return False
 
 
+def _ast_exits(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.Raise):
+        return True
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and (
+        getattr(stmt.value.func, "id", None) in ("exit", "quit") or getattr(stmt.value.func, "attr", None) in ("exit", "_exit"))
+
+
 def screen(tree: ast.Module) -> bool:
     """Cheap pre-check on Python's own parse: an assert or exiting `if` on GPUs, or `% device_count()`."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Assert) and _ast_gpuish(node.test):
             return True
-        if isinstance(node, ast.If) and _ast_gpuish(node.test) and any(
-                isinstance(s, (ast.Raise, ast.Expr)) for s in node.body):
+        if isinstance(node, ast.If) and any(_ast_exits(s) for s in node.body) and _ast_gpuish(node.test):
             return True
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.right, ast.Call) \
                 and isinstance(node.right.func, ast.Attribute) and node.right.func.attr == "device_count":

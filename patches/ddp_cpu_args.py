@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import ParentNodeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import ast_calls, calls_to, get_arg, is_none, parenthesize

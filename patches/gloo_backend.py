@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import ParentNodeProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import (

@@ -5,6 +5,15 @@ A patch module defines:
   class Transformer(PatchCommand)        -- a libcst codemod; it calls self.record(node, what)
   VALID: list[str]                       -- sources the patch must leave byte-identical
   INVALID: list[tuple[str, str]]         -- (before, after) pairs the patch must produce exactly
+and optionally:
+  def screen(tree: ast.Module) -> bool   -- a cheap check on Python's own parse of a file that passed
+                                            the prefilter; False skips libcst for this patch (the engine
+                                            parses with `ast` once for all screens: ~10x cheaper)
+
+The engine (distdoctor/patching/engine.py) resolves metadata once per file and shares it between
+patches until one of them rewrites; a rewrite counts only when the patch record()s it. Metadata a
+patch does not declare can be resolved on demand (distdoctor.patching.cstutil.lookup), so a patch
+that finds nothing pays for nothing; record() resolves positions itself when they are not declared.
 """
 
 from __future__ import annotations
