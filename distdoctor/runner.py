@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -53,3 +54,13 @@ def run_torchrun(script: str | Path, nproc: int = 2, script_args: list[str] | tu
                  launcher_args: list[str] | tuple[str, ...] = ()) -> RunResult:
     """Start `script` on `nproc` local ranks with torchrun --standalone and wait for all of them."""
     return run(torchrun_cmd(script, nproc, script_args, launcher_args), timeout=timeout, cwd=cwd, env=env)
+
+
+# Programs under evals/ end with one `DISTDOCTOR_OK rank=<r> checksum=<float>` per rank. Ranks share
+# one stdout and an unbuffered print writes text and newline separately, so lines may run together.
+OK_LINE = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=(\S+?)(?=DISTDOCTOR_OK|\s|$)")
+
+
+def finished_ranks(output: str) -> dict[int, str]:
+    """{rank: checksum} for every rank that printed its DISTDOCTOR_OK line."""
+    return {int(rank): checksum for rank, checksum in OK_LINE.findall(output)}

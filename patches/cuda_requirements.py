@@ -38,9 +38,19 @@ def _ast_gpuish(node: ast.AST) -> bool:
     return False
 
 
+def _is_skip(exc: cst.BaseExpression | None) -> bool:
+    """`raise unittest.SkipTest(...)` and other skip exceptions."""
+    target = exc.func if isinstance(exc, cst.Call) else exc
+    while isinstance(target, cst.Attribute):
+        if "skip" in target.attr.value.lower():
+            return True
+        target = target.value
+    return isinstance(target, cst.Name) and "skip" in target.value.lower()
+
+
 def _ast_exits(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.Raise):
-        return True
+        return "skip" not in ast.dump(stmt.exc).lower() if stmt.exc is not None else True
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and (
         getattr(stmt.value.func, "id", None) in ("exit", "quit") or getattr(stmt.value.func, "attr", None) in ("exit", "_exit"))
 
@@ -182,6 +192,8 @@ class Transformer(PatchCommand):
             small = stmt.body[0]
             if isinstance(small, cst.Raise):
                 exc = small.exc
+                if _is_skip(exc):
+                    continue  # a test skipping itself without a GPU is right as it is
                 message = exc.args[0].value if isinstance(exc, cst.Call) and exc.args else None
             elif qualified_names(self, small.value.func) & EXITS or m.matches(
                     small.value.func, m.Name("exit") | m.Name("quit")):
@@ -221,6 +233,8 @@ VALID = [
     'import torch\nlocal = rank % max(torch.cuda.device_count(), 1)\n',
     # not about GPUs
     'assert x > 0\nif not ok:\n    raise SystemExit(1)\n',
+    # a test that skips itself without CUDA
+    'import unittest\nimport torch\nif not torch.cuda.is_available():\n    raise unittest.SkipTest("CUDA is unavailable")\n',
 ]
 
 INVALID = [

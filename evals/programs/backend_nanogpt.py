@@ -60,4 +60,5 @@ for step in range(max_iters):
 checksum = sum(p.detach().double().sum().item() for p in model.parameters())
 print(f"DISTDOCTOR_OK rank={ddp_rank} checksum={checksum!r}", flush=True)
 if ddp:
+    torch.distributed.barrier()  # no rank tears gloo down while a peer still talks to it
     destroy_process_group()
