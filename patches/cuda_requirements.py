@@ -24,6 +24,7 @@ PATCH = PatchInfo(
 AVAILABLE = frozenset({"torch.cuda.is_available", "torch.accelerator.is_available"})
 COUNT = frozenset({"torch.cuda.device_count", "torch.accelerator.device_count"})
 EXITS = frozenset({"sys.exit", "builtins.exit", "builtins.quit", "os._exit", "exit", "quit"})
+ENTRY_WORDS = ("main", "train", "setup", "init", "run", "launch", "worker", "spawn")
 DEFAULT_MESSAGE = "no CUDA GPU available: continuing on the CPU"
 
 
@@ -38,6 +39,13 @@ def _ast_gpuish(node: ast.AST) -> bool:
     return False
 
 
+def _is_threshold(node: cst.CSTNode) -> bool:
+    """A minimum number of GPUs (`2`, `min_gpus`, `required_gpus`), not a device index."""
+    if isinstance(node, cst.Integer):
+        return True
+    return isinstance(node, cst.Name) and any(k in node.value.lower() for k in ("min", "need", "requir", "gpu"))
+
+
 def _is_skip(exc: cst.BaseExpression | None) -> bool:
     """`raise unittest.SkipTest(...)` and other skip exceptions."""
     target = exc.func if isinstance(exc, cst.Call) else exc
@@ -46,6 +54,15 @@ def _is_skip(exc: cst.BaseExpression | None) -> bool:
             return True
         target = target.value
     return isinstance(target, cst.Name) and "skip" in target.value.lower()
+
+
+def _ast_no_gpu(test: ast.expr) -> bool:
+    """Shapes Transformer._no_gpu accepts: `not <gpu check>`, `... or ...`, a GPU count compared."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _ast_gpuish(test.operand)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return any(_ast_no_gpu(v) for v in test.values)
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and _ast_gpuish(test)
 
 
 def _ast_exits(stmt: ast.stmt) -> bool:
@@ -60,7 +77,7 @@ def screen(tree: ast.Module) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Assert) and _ast_gpuish(node.test):
             return True
-        if isinstance(node, ast.If) and any(_ast_exits(s) for s in node.body) and _ast_gpuish(node.test):
+        if isinstance(node, ast.If) and any(_ast_exits(s) for s in node.body) and _ast_no_gpu(node.test):
             return True
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.right, ast.Call) \
                 and isinstance(node.right.func, ast.Attribute) and node.right.func.attr == "device_count":
@@ -112,9 +129,11 @@ class Transformer(PatchCommand):
             return self._no_gpu(test.left) or self._no_gpu(test.right)
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
             target = test.comparisons[0]
-            if isinstance(target.operator, (cst.LessThan, cst.LessThanEqual, cst.Equal)) and self._counts_gpus(test.left):
+            if isinstance(target.operator, (cst.LessThan, cst.LessThanEqual, cst.Equal)) and \
+                    self._counts_gpus(test.left) and _is_threshold(target.comparator):
                 return True
-            if isinstance(target.operator, (cst.GreaterThan, cst.GreaterThanEqual)) and self._counts_gpus(target.comparator):
+            if isinstance(target.operator, (cst.GreaterThan, cst.GreaterThanEqual)) and \
+                    self._counts_gpus(target.comparator) and _is_threshold(test.left):
                 return True
         return False
 
@@ -133,6 +152,17 @@ class Transformer(PatchCommand):
                     if isinstance(s, (cst.SimpleString, cst.FormattedString))):
                 return True
         return False
+
+    def _in_entry_point(self, node: cst.CSTNode) -> bool:
+        """Module level, `if __name__ == "__main__":`, or a function whose name says it starts the run
+        (main, train, setup, init, run, launch, worker): where a raise stops the job, not a library call."""
+        for parent in ancestors(self, node):
+            if isinstance(parent, cst.FunctionDef):
+                name = parent.name.value.lower()
+                return not name.startswith("__") and any(k in name for k in ENTRY_WORDS)
+            if isinstance(parent, cst.ClassDef):
+                return False
+        return True
 
     # ---- planning ----
     def _warn(self, message: cst.BaseExpression | None) -> cst.SimpleStatementLine:
@@ -192,8 +222,8 @@ class Transformer(PatchCommand):
             small = stmt.body[0]
             if isinstance(small, cst.Raise):
                 exc = small.exc
-                if _is_skip(exc):
-                    continue  # a test skipping itself without a GPU is right as it is
+                if _is_skip(exc) or not self._in_entry_point(node):
+                    continue  # a test skipping itself, or a library guard: right as they are
                 message = exc.args[0].value if isinstance(exc, cst.Call) and exc.args else None
             elif qualified_names(self, small.value.func) & EXITS or m.matches(
                     small.value.func, m.Name("exit") | m.Name("quit")):

@@ -12,7 +12,7 @@ from libcst.metadata import ParentNodeProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import (
-    ancestors, assigned_names, ast_calls, ast_ident, calls_to, lookup, enclosing_statement, get_arg, literal_text, mentions_cuda, parenthesize,
+    ancestors, assigned_names, ast_calls, ast_ident, calls_to, is_none, lookup, enclosing_statement, get_arg, literal_text, mentions_cuda, parenthesize,
     qualified_names, walk,
 )
 
@@ -40,10 +40,69 @@ TORCH_DEVICE = {"torch.device"}
 NCCL, ALT, NEUTRAL, UNKNOWN = "nccl", "alt", "neutral", "unknown"
 
 
+def _ast_has_nccl(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and "nccl" in sub.value.lower():
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "NCCL":
+            return True
+    return False
+
+
+def _ast_nccl_idents(tree: ast.Module) -> set[str]:
+    """Identifiers that may carry an NCCL backend: assigned, defaulted, passed or returned with one."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _ast_has_nccl(node.value):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                for sub in ast.walk(target):
+                    ident = ast_ident(sub)
+                    if ident:
+                        found.add(ident)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            for arg, default in zip([*args.posonlyargs, *args.args][::-1], args.defaults[::-1]):
+                if _ast_has_nccl(default):
+                    found.add(arg.arg)
+            for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+                if default is not None and _ast_has_nccl(default):
+                    found.add(arg.arg)
+            if any(isinstance(r, ast.Return) and r.value is not None and _ast_has_nccl(r.value)
+                   for r in ast.walk(node)):
+                found.add(node.name)
+        elif isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg and _ast_has_nccl(kw.value):
+                    found.add(kw.arg)
+            if ast_ident(node.func) == "add_argument" and any(kw.arg == "default" and _ast_has_nccl(kw.value)
+                                                              for kw in node.keywords):
+                for a in node.args:
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--"):
+                        found.add(a.value[2:].replace("-", "_"))
+                found.update(kw.value.value for kw in node.keywords
+                             if kw.arg == "dest" and isinstance(kw.value, ast.Constant))
+    return found
+
+
 def screen(tree: ast.Module) -> bool:
-    """Cheap pre-check on Python's own parse: some call of init_process_group/new_group passes a backend."""
-    return any(len(c.args) > TARGET_POSITIONS.get(ast_ident(c.func), 0) or any(k.arg == "backend" for k in c.keywords)
-               for c in ast_calls(tree, set(TARGET_POSITIONS)))
+    """Cheap pre-check on Python's own parse: a call of init_process_group/new_group whose backend may be
+    NCCL (a literal, or a name/attribute/call that something in the file gives an NCCL value), or that
+    passes device_id= with gloo."""
+    idents: set[str] | None = None
+    for call in ast_calls(tree, set(TARGET_POSITIONS)):
+        pos = TARGET_POSITIONS.get(ast_ident(call.func), 0)
+        value = next((k.value for k in call.keywords if k.arg == "backend"), None)
+        if value is None and len(call.args) > pos and not any(isinstance(a, ast.Starred) for a in call.args[:pos + 1]):
+            value = call.args[pos]
+        if value is None:
+            continue
+        if any(k.arg == "device_id" for k in call.keywords) or _ast_has_nccl(value):
+            return True
+        if idents is None:
+            idents = _ast_nccl_idents(tree)
+        if any(ast_ident(sub) in idents for sub in ast.walk(value)):
+            return True
+    return False
 
 
 @dataclass
@@ -202,7 +261,10 @@ class Transformer(PatchCommand):
         if not names:
             return
         arg = get_arg(node, "backend", TARGETS[next(iter(names))])
-        if arg is None or self._classify(arg.value) != NCCL:
+        if arg is None:
+            return
+        if self._classify(arg.value) != NCCL:
+            self._plan_cuda_device_id(node)
             return
         chain_has_gloo = False
         cuda_if: cst.If | None = None
@@ -211,8 +273,9 @@ class Transformer(PatchCommand):
             if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 break
             if isinstance(parent, cst.If):
-                if any(s == "gloo" or "gloo" in s for s in self._strings(self._chain_top(parent))):
-                    chain_has_gloo = True
+                top = self._chain_top(parent)
+                if self._device_keyed_chain(top) and any("gloo" in s for s in self._strings(top)):
+                    chain_has_gloo = True  # a branch on the device/CUDA already starts gloo
                 if cuda_if is None and child is parent.body and self._cpu_test(parent.test) is not None:
                     cuda_if = parent
             child = parent
@@ -222,6 +285,29 @@ class Transformer(PatchCommand):
             self._plan_cpu_branch(cuda_if, node, arg)
         else:
             self._plan_inline(node, arg)
+
+    def _device_keyed_chain(self, top: cst.If) -> bool:
+        """Some test of the if/elif chain looks at CUDA, the device or GPUs (not, say, a CLI variant)."""
+        node: cst.CSTNode | None = top
+        while isinstance(node, cst.If):
+            if mentions_cuda(node.test) or any(
+                    isinstance(n, cst.Name) and any(k in n.value.lower() for k in ("device", "gpu", "cpu", "cuda"))
+                    for n in walk(node.test)) or any(s in ("cpu", "cuda") for s in self._strings(node.test)):
+                return True
+            node = node.orelse
+        return False
+
+    def _plan_cuda_device_id(self, call: cst.Call) -> None:
+        """gloo with `device_id=<a CUDA device>` raises on a machine without one: keep it for CUDA runs."""
+        arg = get_arg(call, "device_id")
+        if arg is None or not mentions_cuda(arg.value) or (
+                isinstance(arg.value, cst.IfExp) and (is_none(arg.value.body) or is_none(arg.value.orelse))):
+            return
+        self.needs_torch = True
+        cond = "torch.cuda.is_available()"
+        self.arg_edits[id(arg)] = arg.with_changes(value=cst.IfExp(
+            test=cst.parse_expression(cond), body=parenthesize(arg.value), orelse=cst.Name("None")))
+        self.record(call, f"device_id (a CUDA device) -> None unless {cond}")
 
     def _strings(self, node: cst.CSTNode) -> list[str]:
         return [t.lower() for t in (literal_text(s) for s in walk(node)

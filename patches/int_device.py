@@ -1,20 +1,27 @@
 """Move tensors to the device the set-up bound, not to a bare GPU index.
 
 An integer means a GPU to torch: `.to(local_rank)`, `.cuda(rank)`, `torch.load(..., map_location=gpu)`
-and `map_location=f"cuda:{x}"` fail on a CPU (gloo) run, where the set-up chose `cpu`
-(`RuntimeError: Cannot access accelerator device when none is available.` with torch 2.13). The patch
-uses the device variable the code already has (`device`, `*_device`, `self.device`); without one it
-guards the index with `torch.cuda.is_available()`.
+and `map_location=f"cuda:{x}"` (directly or through a local name, `loc = f"cuda:{x}"`) fail on a CPU
+(gloo) run, where the set-up chose `cpu` (`RuntimeError: Cannot access accelerator device when none is
+available.` / `RuntimeError: Attempting to deserialize object on a CUDA device but
+torch.cuda.is_available() is False.` with torch 2.13). The patch uses a device variable the code
+already binds in the same function (`device`, `*_device`, a parameter of that name, or `self.device`
+set in the class's `__init__`) unless that variable holds an index or only CUDA; otherwise it guards
+the index with `torch.cuda.is_available()`.
+Real code: pytorch/examples distributed/ddp-tutorial-series (multinode.py, multigpu_torchrun.py,
+single_gpu.py); docs/real-repos.md findings 5, 9 and 13.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import PositionProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import ClassScope, ComprehensionScope, FunctionScope, PositionProvider, \
+    QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 
@@ -34,6 +41,8 @@ _INDEX_NAME = re.compile(
     re.IGNORECASE,
 )
 _DEVICE_NAME = re.compile(r"^(?:device|dev|(?!cpu_|meta_)[a-z0-9_]*_device)$", re.IGNORECASE)
+_INDEX_CALLS = ("get_rank", "current_device", "get_node_local_rank")
+_LOADERS = {"torch.load", "torch.jit.load"}
 _GUARD = "torch.cuda.is_available()"
 
 
@@ -53,18 +62,63 @@ def is_gpu_index(node: cst.BaseExpression) -> bool:
         return True  # int(os.environ["LOCAL_RANK"]) and the like
     if isinstance(node, cst.Call) and isinstance(node.func, (cst.Attribute, cst.Name)):
         name = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value
-        return name in ("get_rank", "current_device", "get_node_local_rank")
+        return name in _INDEX_CALLS
     return False
 
 
 def is_gpu_string(node: cst.BaseExpression) -> bool:
-    """`f"cuda:{x}"` or `"cuda:0"`."""
+    """`f"cuda:{x}"`, `"cuda:0"`, `"cuda"`, `"cuda:%d" % x`, `"cuda:" + str(x)` or `"cuda:{}".format(x)`."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Modulo, cst.Add)):
+        return is_gpu_string(node.left)
+    if m.matches(node, m.Call(func=m.Attribute(value=m.SimpleString(), attr=m.Name("format")))):
+        return is_gpu_string(node.func.value)
     if isinstance(node, cst.FormattedString):
         first = node.parts[0] if node.parts else None
         return isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda")
     if isinstance(node, cst.SimpleString):
-        return node.evaluated_value.startswith("cuda")
+        value = node.evaluated_value
+        return isinstance(value, str) and value.startswith("cuda")
     return False
+
+
+def _ast_index(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Name):
+        return bool(_INDEX_NAME.match(node.id))
+    if isinstance(node, ast.Attribute):
+        return bool(_INDEX_NAME.match(node.attr))
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        return name == "int" or name in _INDEX_CALLS
+    return False
+
+
+def screen(tree: ast.Module) -> bool:
+    """Cheap pre-check on Python's own parse: a .to()/.cuda() of an index, or any map_location."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if any(k.arg == "map_location" for k in node.keywords):
+            return True
+        func = node.func
+        if not isinstance(func, ast.Attribute):
+            continue
+        if func.attr == "load" and len(node.args) >= 2:
+            return True
+        if func.attr in ("to", "cuda") and (
+                (node.args and not isinstance(node.args[0], ast.Starred) and _ast_index(node.args[0]))
+                or any(k.arg == "device" and _ast_index(k.value) for k in node.keywords)):
+            return True
+    return False
+
+
+def _own_scope(scope):
+    """The scope a name is bound in for code in `scope`: comprehensions see their function's names."""
+    while isinstance(scope, ComprehensionScope) and scope.parent is not None:
+        scope = scope.parent
+    return scope
 
 
 class Transformer(PatchCommand):
@@ -76,64 +130,125 @@ class Transformer(PatchCommand):
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
         self.device_targets: dict[cst.CSTNode, int] = {}  # Name nodes holding a device -> line
-        self.self_device: str | None = None
+        self.gpu_values: set[cst.CSTNode] = set()  # Name nodes assigned a CUDA string/device or an index
+        self.index_devices: set[cst.CSTNode] = set()  # device-named Name nodes assigned an index
+        self.cuda_devices: set[cst.CSTNode] = set()  # device-named Name nodes assigned a CUDA-only value
+        # class -> attr -> [(function the assignment is in, line, usable)]
+        self.self_devices: dict[cst.ClassDef, dict[str, list[tuple[cst.FunctionDef | None, int, bool]]]] = {}
+
+    # -- survey ------------------------------------------------------------------------------------
+    def _is_cuda_device(self, node: cst.BaseExpression) -> bool:
+        """A value that names a CUDA device whatever the machine: "cuda:0", f"cuda:{i}", torch.device("cuda", i)."""
+        if is_gpu_string(node):
+            return True
+        if isinstance(node, cst.Call) and node.args and any(
+                q.name == "torch.device" for q in self.get_metadata(QualifiedNameProvider, node.func, set())):
+            return is_gpu_string(node.args[0].value)
+        return False
+
+    def _enclosing(self, node: cst.CSTNode) -> tuple[cst.ClassDef | None, cst.FunctionDef | None]:
+        """(class, method) when node is directly in a method's body, else (None, None)."""
+        scope = _own_scope(self.get_metadata(ScopeProvider, node, None))
+        if isinstance(scope, FunctionScope) and isinstance(scope.parent, ClassScope):
+            return scope.parent.node, scope.node
+        return None, None
 
     def visit_Module(self, node: cst.Module) -> None:
         for assign in m.findall(node, m.Assign() | m.AnnAssign()):
-            if assign.value is None or is_gpu_index(assign.value):
-                continue  # `device = 0` is itself an index, not a bound device
+            if assign.value is None:
+                continue
             targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+            index, cuda = is_gpu_index(assign.value), self._is_cuda_device(assign.value)
             for target in targets:
-                if isinstance(target, cst.Name) and _DEVICE_NAME.match(target.value):
-                    self.device_targets[target] = self.get_metadata(PositionProvider, target).start.line
+                line = self.get_metadata(PositionProvider, target).start.line
+                if isinstance(target, cst.Name):
+                    if index or cuda:
+                        self.gpu_values.add(target)
+                    if _DEVICE_NAME.match(target.value):
+                        self.device_targets[target] = line
+                        if index:
+                            self.index_devices.add(target)  # `device = 0` is itself an index
+                        elif cuda:
+                            self.cuda_devices.add(target)  # `device = "cuda:0"`: CUDA whatever the machine
                 elif m.matches(target, m.Attribute(value=m.Name("self"))) and _DEVICE_NAME.match(target.attr.value):
-                    self.self_device = self.self_device or target.attr.value
+                    cls, func = self._enclosing(target)
+                    if cls is not None:
+                        self.self_devices.setdefault(cls, {}).setdefault(target.attr.value, []).append(
+                            (func, line, not (index or cuda)))
         for param in m.findall(node, m.Param()):
             if _DEVICE_NAME.match(param.name.value):
                 self.device_targets[param.name] = 0
 
-    def _bound_device(self, site: cst.CSTNode) -> cst.BaseExpression | None:
-        """The device variable visible at `site`, if the code has one."""
-        scope = self.get_metadata(ScopeProvider, site, None)
-        line = self.get_metadata(PositionProvider, site).start.line
-        if scope is not None:
-            preferred = sorted(self.device_targets.items(), key=lambda kv: (kv[0].value not in ("device", "dev"), kv[1]))
-            for target, target_line in preferred:
-                assignments = list(scope[target.value])
-                if not assignments:
-                    continue
-                nodes = [getattr(a, "node", None) for a in assignments]
-                if not all(n in self.device_targets or isinstance(n, cst.Param) for n in nodes):
-                    continue
-                if any(a.node in self.device_targets and self.device_targets[a.node] > line for a in assignments):
-                    continue  # bound only after this line
-                return cst.Name(target.value)
-            if self.self_device and "self" in scope:
-                return cst.Attribute(cst.Name("self"), cst.Name(self.self_device))
+    # -- choice of the replacement ------------------------------------------------------------------
+    def _bound_name(self, site: cst.CSTNode, line: int) -> cst.BaseExpression | None:
+        """A device variable bound in the site's own scope (a local or parameter), before the site."""
+        scope = _own_scope(self.get_metadata(ScopeProvider, site, None))
+        if scope is None:
+            return None
+        names = sorted({t.value for t in self.device_targets}, key=lambda n: (n not in ("device", "dev"), n))
+        for name in names:
+            assignments = list(scope.assignments[name])  # this scope only: a global set elsewhere is no proof
+            if not assignments:
+                continue
+            nodes = [getattr(a, "node", None) for a in assignments]
+            nodes = [n.name if isinstance(n, cst.Param) else n for n in nodes]
+            if any(n not in self.device_targets or n in self.index_devices or self.device_targets[n] > line
+                   for n in nodes):
+                continue  # a value not known to be a device, an index, or bound only after the site
+            if all(n in self.cuda_devices for n in nodes):
+                continue  # CUDA on every path: no help on a CPU run
+            return cst.Name(name)
+        return None
+
+    def _bound_attr(self, site: cst.CSTNode, line: int) -> cst.BaseExpression | None:
+        """`self.<device>` when the class's __init__ (or this method, earlier) sets it to a usable device."""
+        cls, func = self._enclosing(site)
+        if cls is None:
+            return None
+        for attr, sets in sorted(self.self_devices.get(cls, {}).items(), key=lambda kv: kv[0] != "device"):
+            if not all(usable for _, _, usable in sets):
+                continue
+            if any((f is func and set_line < line) or (f is not func and f is not None and f.name.value == "__init__")
+                   for f, set_line, _ in sets):
+                return cst.Attribute(cst.Name("self"), cst.Name(attr))
         return None
 
     def _replacement(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
-        device = self._bound_device(original)
+        line = self.get_metadata(PositionProvider, original).start.line
+        device = self._bound_name(original, line) or self._bound_attr(original, line)
         if device is not None:
             return device
         AddImportsVisitor.add_needed_import(self.context, "torch")
         return cst.IfExp(test=cst.parse_expression(_GUARD), body=updated.with_changes(lpar=[], rpar=[]),
                          orelse=cst.SimpleString('"cpu"'))
 
+    def _is_gpu_location(self, node: cst.BaseExpression) -> bool:
+        """A map_location that is a GPU: an index, a CUDA string/device, or a local name bound only to those."""
+        if is_gpu_index(node) or self._is_cuda_device(node):
+            return True
+        if isinstance(node, cst.Name):
+            scope = _own_scope(self.get_metadata(ScopeProvider, node, None))
+            assignments = list(scope.assignments[node.value]) if scope is not None else []
+            return bool(assignments) and all(getattr(a, "node", None) in self.gpu_values for a in assignments)
+        return False
+
+    # -- rewrite --------------------------------------------------------------------------------------
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         args = list(updated_node.args)
         method = None
         if m.matches(original_node.func, m.Attribute(attr=m.Name("to") | m.Name("cuda"))):
             method = original_node.func.attr.value
-        is_load = any(q.name == "torch.load" for q in self.get_metadata(QualifiedNameProvider, original_node.func, set()))
+        is_load = bool({q.name for q in self.get_metadata(QualifiedNameProvider, original_node.func, set())} & _LOADERS)
+        positional = [i for i, a in enumerate(original_node.args) if a.keyword is None and not a.star]
         changed = False
         for i, arg in enumerate(original_node.args):
-            if method and i == 0 and arg.keyword is None and not arg.star and is_gpu_index(arg.value):
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if method and positional[:1] == [i] and is_gpu_index(arg.value):
                 pass
-            elif method and arg.keyword is not None and arg.keyword.value == "device" and is_gpu_index(arg.value):
+            elif method and keyword == "device" and is_gpu_index(arg.value):
                 pass
-            elif is_load and arg.keyword is not None and arg.keyword.value == "map_location" and (
-                    is_gpu_index(arg.value) or is_gpu_string(arg.value)):
+            elif is_load and (keyword == "map_location" or (keyword is None and positional[1:2] == [i])) \
+                    and self._is_gpu_location(arg.value):
                 pass
             else:
                 continue
@@ -154,6 +269,8 @@ VALID = [
     "def f(model, device):\n    return model.to(device)\n",
     # dtypes and tensors are not indices
     "import torch\n\nx = y.to(torch.float16)\nz = y.to(other)\n",
+    # a CPU map_location is fine
+    "import torch\n\n\ndef load(path):\n    loc = 'cpu'\n    return torch.load(path, map_location=loc)\n",
 ]
 
 INVALID = [
@@ -182,5 +299,22 @@ INVALID = [
         "\n"
         "def load(path, gpu):\n"
         "    return torch.load(path, map_location=f'cuda:{gpu}' if torch.cuda.is_available() else \"cpu\")\n",
+    ),
+    (
+        # pytorch/examples ddp-tutorial-series multinode.py: resuming from a snapshot
+        "import torch\n"
+        "\n"
+        "\n"
+        "class Trainer:\n"
+        "    def _load_snapshot(self, path):\n"
+        '        loc = f"cuda:{self.local_rank}"\n'
+        "        return torch.load(path, map_location=loc)\n",
+        "import torch\n"
+        "\n"
+        "\n"
+        "class Trainer:\n"
+        "    def _load_snapshot(self, path):\n"
+        '        loc = f"cuda:{self.local_rank}"\n'
+        '        return torch.load(path, map_location=loc if torch.cuda.is_available() else "cpu")\n',
     ),
 ]

@@ -2,14 +2,22 @@
 
 A model that chooses flash-attn from `torch.cuda.is_available()`, an import probe, a `HAS_FLASH`
 flag, the tensor's device/dtype or a config value runs the CUDA kernel on a CPU run (or fails to
-import it). The patch adds one module constant, read from the environment, and checks it first:
+import it). Only files that import or load a flash-attention kernel are touched: `flash_attn`,
+`flash_attn_interface` (and their submodules), `kernels.get_kernel(...)`, `importlib` probes of
+`flash_attn`, or torch's CUDA-only `torch.ops.aten._scaled_dot_product_flash_attention` /
+`_flash_attention_forward` ops. Code that uses only torch's own SDPA (`hasattr(F,
+"scaled_dot_product_attention")`, `SDPBackend.FLASH_ATTENTION`, `sdpa_kernel(...)`, capability
+checks choosing SDPA/flex backends) needs nothing: SDPA picks a CPU kernel by itself (nanoGPT,
+litgpt, torchtitan; docs/real-repos.md finding 11). The patch adds one module constant, read
+from the environment, and checks it first:
 
 * an override hook the code already has (nanochat's `_override_impl = None`, compared with
   `'sdpa'`) is set from it, and nothing parallel is added;
 * a function that loads/downloads a kernel and already returns None when unavailable returns
   None at once when forced; a `try: from flash_attn import ...` probe raises ImportError at once;
-* an unconditional module-level `from flash_attn import ...` is imported only when not forced
-  (forced, `flash_attn_func` is bound to an SDPA stand-in with its (B, T, H, D) interface);
+* an unconditional module-level `from flash_attn import ...` / `import flash_attn` is imported
+  only when not forced (forced, `flash_attn_func` is bound to an SDPA stand-in with its (B, T, H, D)
+  interface; a module name to a namespace holding that stand-in);
 * an `if`/conditional expression/flag assignment whose one branch uses flash-attention is taken
   only when not forced.
 Field report: nanochat-cpu-gloo-ddp.md (bug 2, FA chosen from torch.cuda.is_available() on a CPU run).
@@ -17,10 +25,12 @@ Field report: nanochat-cpu-gloo-ddp.md (bug 2, FA chosen from torch.cuda.is_avai
 
 from __future__ import annotations
 
+import ast
 import re
 
 import libcst as cst
 import libcst.matchers as m
+from libcst.codemod import SkipFile
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
@@ -34,7 +44,7 @@ PATCH = PatchInfo(
          "torch SDPA, and the flash_attn_func stand-in aligns causal masks top-left (flash-attn aligns them "
          "bottom-right when query and key lengths differ) and refuses window/softcap/alibi arguments.",
     env_var="<PREFIX>_FORCE_SDPA",
-    prefilter=("flash", "FLASH", "Flash", "fa2", "fa3", "FA2", "FA3"),
+    prefilter=("flash_attn", "flash_attention", "get_kernel"),  # every kernel import/load has one
 )
 
 FLAG = "_DISTDOCTOR_FORCE_SDPA"
@@ -43,7 +53,10 @@ _FLASHY = re.compile(r"flash|(?<![a-z])fa[23](?![0-9])", re.IGNORECASE)
 # a condition chooses an attention implementation only if it speaks of one of these
 _CHOICE = re.compile(r"flash|(?<![a-z])fa[23](?![0-9])|sdpa|is_available|is_cuda|device|dtype|capability|impl|"
                      r"backend|attn|attention|kernel|available|use_|has_|enable", re.IGNORECASE)
-_KERNEL_MODULES = ("flash_attn", "flash_attn_interface", "kernels")
+# top-level modules of the flash-attn packages (FA2: flash_attn, flash_attn_2_cuda; FA3: flash_attn_interface, ...)
+_KERNEL_MODULE = re.compile(r"^flash_attn(?:_interface|_\d\w*|_cuda|_hopper)?$")
+_KERNEL_OPS = {"_scaled_dot_product_flash_attention", "_flash_attention_forward"}  # CUDA-only aten ops
+_IMPORT_PROBES = {"import_module", "find_spec", "__import__"}
 
 _STANDIN_SOURCE = f'''def {STANDIN}(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, **unsupported):
     """flash_attn_func's (batch, seqlen, heads, headdim) interface on torch SDPA, used when {{env}}=1."""
@@ -105,16 +118,70 @@ def mentions_flag(node: cst.CSTNode | None) -> bool:
     return node is not None and bool(m.findall(node, m.Name(FLAG)))
 
 
+def is_kernel_module(dotted: str) -> bool:
+    """`flash_attn`, `flash_attn.flash_attn_interface`, `flash_attn_interface`, ... (absolute names only)."""
+    return bool(_KERNEL_MODULE.match(dotted.split(".")[0]))
+
+
+def _call_name(func: cst.BaseExpression) -> str | None:
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+
+
 def imports_kernel(node: cst.CSTNode) -> bool:
-    """Whether `node` imports a flash-attention kernel module (or calls kernels.get_kernel)."""
+    """Whether `node` imports or loads a flash-attention kernel: an absolute import of a flash-attn module,
+    `kernels.get_kernel(...)`, or `importlib.import_module("flash_attn...")`-style probes."""
     for imp in m.findall(node, m.Import() | m.ImportFrom()):
         if isinstance(imp, cst.ImportFrom):
-            names = [_code(imp.module)] if imp.module is not None else []
+            if imp.relative or imp.module is None:
+                continue  # `from .kernels import HAS_FLASH` is the project's own module
+            names = [_code(imp.module)]
         else:
             names = [_code(alias.name) for alias in imp.names]
-        if any(n.split(".")[0] in _KERNEL_MODULES for n in names):
+        if any(is_kernel_module(n) for n in names):
             return True
-    return bool(m.findall(node, m.Call(func=m.Name("get_kernel") | m.Attribute(attr=m.Name("get_kernel")))))
+    for call in m.findall(node, m.Call()):
+        name = _call_name(call.func)
+        if name == "get_kernel":
+            return True
+        if name in _IMPORT_PROBES and call.args and isinstance(call.args[0].value, cst.SimpleString):
+            value = call.args[0].value.evaluated_value
+            if isinstance(value, str) and is_kernel_module(value):
+                return True
+    return False
+
+
+def loads_kernel(module: cst.Module) -> bool:
+    """Whether a file has a flash-attention kernel to force away: imports_kernel, or a CUDA-only flash op
+    of torch (`torch.ops.aten._scaled_dot_product_flash_attention`) or of flash-attn (`torch.ops.flash_attn`)."""
+    if imports_kernel(module):
+        return True
+    for attr in m.findall(module, m.Attribute()):
+        if attr.attr.value in _KERNEL_OPS:
+            return True
+        if is_kernel_module(attr.attr.value) and m.matches(attr.value, m.Attribute(attr=m.Name("ops"))):
+            return True
+    return False
+
+
+def screen(tree: ast.Module) -> bool:
+    """Cheap pre-check on Python's own parse: the same test as loads_kernel()."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(is_kernel_module(a.name) for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module and is_kernel_module(node.module):
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name == "get_kernel":
+                return True
+            if name in _IMPORT_PROBES and node.args and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str) and is_kernel_module(node.args[0].value):
+                return True
+        if isinstance(node, ast.Attribute) and (node.attr in _KERNEL_OPS or (
+                is_kernel_module(node.attr) and isinstance(node.value, ast.Attribute) and node.value.attr == "ops")):
+            return True
+    return False
 
 
 def flag_test(test: cst.BaseExpression, forced_branch_is_body: bool) -> cst.BaseExpression:
@@ -143,9 +210,12 @@ class Transformer(PatchCommand):
         self.need_standin = False
         self._loader_depth = 0
         self._rewrote = False
+        self.switched: set[str] = set()  # flags already False when forced (`HAS_FLASH`, `self.use_flash`)
 
     # -- survey ------------------------------------------------------------------------------
     def visit_Module(self, node: cst.Module) -> None:
+        if not loads_kernel(node):
+            raise SkipFile("no flash-attention kernel imported or loaded")  # torch SDPA only: nothing to force
         candidates = set()
         for stmt in node.body:
             if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(
@@ -190,6 +260,9 @@ class Transformer(PatchCommand):
                 and isinstance(original_node.targets[0].target, (cst.Name, cst.Attribute))
                 and _FLASHY.search(_code(original_node.targets[0].target))
                 and self._is_decision(original_node.value) and not mentions_flag(original_node.value)):
+            self.switched.add(_code(original_node.targets[0].target))
+            if self._implied(original_node.value, False):
+                return updated_node  # already False when forced: `use_flash = HAS_FLASH and ...`
             self._mark(original_node, f"{_code(original_node.targets[0].target)} is False when {self.env}=1")
             return updated_node.with_changes(value=flag_test(updated_node.value, forced_branch_is_body=False))
         return updated_node
@@ -243,6 +316,9 @@ class Transformer(PatchCommand):
         else:
             return updated_node
         self._mark(original_node, f"flash-attn import probe raises {exc} at once when {self.env}=1")
+        for handler in original_node.handlers:  # `HAS_FLASH = False` where the import fails
+            for assign in m.findall(handler.body, m.Assign(value=m.Name("False") | m.Name("None"))):
+                self.switched.update(_code(t.target) for t in assign.targets)
         message = cst.SimpleString(f'"{self.env}=1: flash-attention not loaded"')
         raise_stmt = cst.SimpleStatementLine([cst.Raise(cst.Call(cst.Name(exc), [cst.Arg(message)]))])
         body.insert(0, self._forced_if([raise_stmt]))
@@ -269,6 +345,18 @@ class Transformer(PatchCommand):
                       leading_lines=updated_node.leading_lines)
 
     # -- selections ---------------------------------------------------------------------------
+    def _implied(self, test: cst.BaseExpression, forced_value: bool) -> bool:
+        """Whether `test` already evaluates to forced_value when forced, through a switched flag."""
+        if isinstance(test, (cst.Name, cst.Attribute)):
+            return not forced_value and _code(test) in self.switched
+        if m.matches(test, m.UnaryOperation(operator=m.Not())):
+            return self._implied(test.expression, not forced_value)
+        if isinstance(test, cst.BooleanOperation):
+            # False: one false conjunct of an `and` suffices; True: one true disjunct of an `or`
+            if isinstance(test.operator, cst.And) != forced_value:
+                return self._implied(test.left, forced_value) or self._implied(test.right, forced_value)
+        return False
+
     def _selection_side(self, test: cst.BaseExpression, body: cst.CSTNode,
                         orelse: cst.CSTNode | None) -> bool | None:
         """False: forcing must avoid the body (it uses flash); True: forcing must take it; None: not a selection."""
@@ -277,11 +365,14 @@ class Transformer(PatchCommand):
         if not any(_CHOICE.search(leaf.value) for leaf in m.findall(test, m.Name() | m.SimpleString())):
             return None  # e.g. `if op in table:` dispatch, not a choice of attention implementation
         in_body, in_else = mentions_flash(body), mentions_flash(orelse)
+        side = None
         if in_body and not in_else:
-            return False
-        if in_else and not in_body and orelse is not None:
-            return True
-        return None
+            side = False
+        elif in_else and not in_body and orelse is not None:
+            side = True
+        if side is not None and self._implied(test, side):
+            return None  # a switched flag already decides it
+        return side
 
     def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
         if mentions_flag(original_node.test) or m.findall(original_node.test, m.Name("__name__")):

@@ -3,20 +3,17 @@ nccl_without_cuda is applied by the CLI, and the same programs then finish on ev
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from distdoctor.paths import ROOT
-from distdoctor.runner import run_torchrun
+from distdoctor.runner import finished_ranks, run_torchrun
 
 pytestmark = pytest.mark.torchrun
 
-OK = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=(\S+)")
 TEARDOWN = "terminate called without an active exception"
 ONLY = "gloo_backend,ddp_cpu_args,cuda_requirements"  # every patch whose cause is nccl_without_cuda
 CASES = [
@@ -29,8 +26,8 @@ CASES = [
 
 
 def _assert_all_ranks_ok(output: str, nproc: int = 2) -> None:
-    found = dict(OK.findall(output))
-    assert sorted(found) == [str(r) for r in range(nproc)], output[-3000:]
+    found = finished_ranks(output)
+    assert sorted(found) == list(range(nproc)), output[-3000:]
     assert len(set(found.values())) == 1, f"ranks disagree: {found}"
 
 
@@ -41,7 +38,7 @@ def test_fails_then_patched_program_runs(tmp_path, program, args, failure, code)
     before = run_torchrun(script, 2, args, timeout=60, cwd=tmp_path)
     assert not before.timed_out
     assert before.returncode == code and failure in before.output, before.output[-3000:]
-    assert not OK.search(before.output)
+    assert not finished_ranks(before.output)
 
     patch = subprocess.run([sys.executable, str(ROOT / "scripts" / "patch_backend.py"), str(tmp_path),
                             "--only", ONLY, "--quiet"], capture_output=True, text=True, timeout=60)

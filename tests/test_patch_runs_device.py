@@ -55,6 +55,7 @@ def test_int_device_fails_on_cpu_then_patched_program_trains(tmp_path: Path) -> 
 
     result = patch_source(script.read_text(), [int_device], PatchOptions(), str(script))
     assert [c.what for c in result.changes] == [
+        'torch.load(map_location=): loc -> loc if torch.cuda.is_available() else "cpu"',
         ".to(): local_rank -> device",
         'torch.load(map_location=): f"cuda:{local_rank}" -> device',
         ".to(): local_rank -> device",

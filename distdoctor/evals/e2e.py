@@ -39,11 +39,11 @@ from typing import Callable
 import yaml
 
 from distdoctor import paths
+from distdoctor import runner
 from distdoctor.runner import run_torchrun
 
 MANIFEST = paths.ROOT / "evals" / "e2e.yaml"
 PATCH_CLI = paths.ROOT / "scripts" / "patch_backend.py"
-OK_LINE = re.compile(r"DISTDOCTOR_OK rank=(\d+)")
 NPROC = 2
 
 
@@ -160,7 +160,7 @@ def apply_patches(directory: Path, ids: list[str]) -> tuple[bool, str]:
 
 
 def finished_ranks(output: str) -> set[int]:
-    return {int(m.group(1)) for m in OK_LINE.finditer(output)}
+    return set(runner.finished_ranks(output))
 
 
 def output_tail(output: str, n: int = 15) -> str:
