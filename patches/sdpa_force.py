@@ -460,7 +460,7 @@ INVALID = [
         "\n"
         "\n"
         "def attend(q, k, v):\n"
-        "    if HAS_FLASH and torch.cuda.is_available():\n"
+        "    if HAS_FLASH and torch.cuda.is_available():  # HAS_FLASH is False when forced: unchanged\n"
         "        return flash_attn_func(q, k, v, causal=True)\n"
         "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n",
         "import torch\n"
@@ -479,7 +479,7 @@ INVALID = [
         "\n"
         "\n"
         "def attend(q, k, v):\n"
-        "    if not _DISTDOCTOR_FORCE_SDPA and HAS_FLASH and torch.cuda.is_available():\n"
+        "    if HAS_FLASH and torch.cuda.is_available():  # HAS_FLASH is False when forced: unchanged\n"
         "        return flash_attn_func(q, k, v, causal=True)\n"
         "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n",
     ),
