@@ -226,7 +226,9 @@ class Transformer(PatchCommand):
         """A map_location that is a GPU: an index, a CUDA string/device, or a local name bound only to those."""
         if is_gpu_index(node) or self._is_cuda_device(node):
             return True
-        if isinstance(node, cst.Name):
+        if isinstance(node, cst.Name) and not _DEVICE_NAME.match(node.value):
+            # `device` is the code's own choice (nanoGPT's `device = 'cuda'` config default, overridden
+            # by --device=cpu): left to the set-up; `loc = f"cuda:{rank}"` is only a GPU
             scope = _own_scope(self.get_metadata(ScopeProvider, node, None))
             assignments = list(scope.assignments[node.value]) if scope is not None else []
             return bool(assignments) and all(getattr(a, "node", None) in self.gpu_values for a in assignments)

@@ -259,10 +259,10 @@ class Transformer(PatchCommand):
         if (not self.hook and self._loader_depth == 0 and len(original_node.targets) == 1
                 and isinstance(original_node.targets[0].target, (cst.Name, cst.Attribute))
                 and _FLASHY.search(_code(original_node.targets[0].target))
-                and self._is_decision(original_node.value) and not mentions_flag(original_node.value)):
+                and self._is_decision(original_node.value)):
             self.switched.add(_code(original_node.targets[0].target))
-            if self._implied(original_node.value, False):
-                return updated_node  # already False when forced: `use_flash = HAS_FLASH and ...`
+            if mentions_flag(original_node.value) or self._implied(original_node.value, False):
+                return updated_node  # already False when forced: switched, or `use_flash = HAS_FLASH and ...`
             self._mark(original_node, f"{_code(original_node.targets[0].target)} is False when {self.env}=1")
             return updated_node.with_changes(value=flag_test(updated_node.value, forced_branch_is_body=False))
         return updated_node
@@ -299,9 +299,6 @@ class Transformer(PatchCommand):
     def leave_Try(self, original_node: cst.Try, updated_node: cst.Try) -> cst.Try:
         if self._loader_depth or not imports_kernel(original_node.body):
             return updated_node
-        body = list(updated_node.body.body)
-        if body and mentions_flag(body[0]):
-            return updated_node
         caught = []
         for handler in original_node.handlers:
             if isinstance(handler.type, cst.Tuple):
@@ -315,31 +312,52 @@ class Transformer(PatchCommand):
             exc = "ModuleNotFoundError"
         else:
             return updated_node
-        self._mark(original_node, f"flash-attn import probe raises {exc} at once when {self.env}=1")
         for handler in original_node.handlers:  # `HAS_FLASH = False` where the import fails
             for assign in m.findall(handler.body, m.Assign(value=m.Name("False") | m.Name("None"))):
                 self.switched.update(_code(t.target) for t in assign.targets)
+        body = list(updated_node.body.body)
+        if body and mentions_flag(body[0]):
+            return updated_node
+        self._mark(original_node, f"flash-attn import probe raises {exc} at once when {self.env}=1")
         message = cst.SimpleString(f'"{self.env}=1: flash-attention not loaded"')
         raise_stmt = cst.SimpleStatementLine([cst.Raise(cst.Call(cst.Name(exc), [cst.Arg(message)]))])
         body.insert(0, self._forced_if([raise_stmt]))
         return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
-        """An unconditional module-level `from flash_attn import ...`: import it only when not forced."""
-        if not (len(original_node.body) == 1 and isinstance(original_node.body[0], cst.ImportFrom)):
+        """An unconditional module-level `from flash_attn import ...` / `import flash_attn`: import it only
+        when not forced; forced, bind the same names to the SDPA stand-in (or None)."""
+        if len(original_node.body) != 1 or not isinstance(self.get_metadata(ParentNodeProvider, original_node),
+                                                          cst.Module):
             return updated_node
         imp = original_node.body[0]
-        if imp.module is None or _code(imp.module).split(".")[0] != "flash_attn" or isinstance(imp.names, cst.ImportStar):
-            return updated_node
-        if not isinstance(self.get_metadata(ParentNodeProvider, original_node), cst.Module):
-            return updated_node
         forced = []
-        for alias in imp.names:
-            bound = _code(alias.asname.name) if alias.asname else _code(alias.name)
-            value = cst.Name(STANDIN) if alias.name.value == "flash_attn_func" else cst.Name("None")
-            self.need_standin |= alias.name.value == "flash_attn_func"
-            forced.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(bound))], value)]))
-        self._mark(original_node, f"{_code(imp.module)} is imported only when {self.env} is not 1")
+        if isinstance(imp, cst.ImportFrom):
+            if imp.relative or imp.module is None or not is_kernel_module(_code(imp.module)) \
+                    or isinstance(imp.names, cst.ImportStar):
+                return updated_node
+            what = _code(imp.module)
+            for alias in imp.names:
+                bound = _code(alias.asname.name) if alias.asname else _code(alias.name)
+                value = cst.Name(STANDIN) if alias.name.value == "flash_attn_func" else cst.Name("None")
+                self.need_standin |= alias.name.value == "flash_attn_func"
+                forced.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(bound))], value)]))
+        elif isinstance(imp, cst.Import):
+            aliases = [a for a in imp.names if is_kernel_module(_code(a.name))]
+            if not aliases or len(aliases) != len(imp.names):
+                return updated_node  # `import flash_attn, other` is left for a person to split
+            if any(a.asname is None and "." in _code(a.name) for a in aliases):
+                return updated_node  # `import flash_attn.x` binds flash_attn with submodules: no stand-in
+            what = ", ".join(_code(a.name) for a in aliases)
+            AddImportsVisitor.add_needed_import(self.context, "types")
+            self.need_standin = True
+            for alias in aliases:
+                bound = _code(alias.asname.name) if alias.asname else _code(alias.name)
+                value = cst.parse_expression(f"types.SimpleNamespace(flash_attn_func={STANDIN})")
+                forced.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(bound))], value)]))
+        else:
+            return updated_node
+        self._mark(original_node, f"{what} is imported only when {self.env} is not 1")
         return cst.If(test=cst.Name(FLAG), body=cst.IndentedBlock(forced),
                       orelse=cst.Else(cst.IndentedBlock([updated_node.with_changes(leading_lines=[])])),
                       leading_lines=updated_node.leading_lines)
@@ -401,6 +419,12 @@ class Transformer(PatchCommand):
         if not self._rewrote:
             return updated_node
         body = list(updated_node.body)
+        for i, stmt in enumerate(body):  # blank lines around `if FLAG: ... else: import flash_attn`
+            if not m.matches(stmt, m.If(test=m.Name(FLAG), orelse=m.Else())):
+                continue
+            for j in (i, i + 1) if i else (i + 1,):
+                if j < len(body) and not any(line.comment is None for line in body[j].leading_lines[:1]):
+                    body[j] = body[j].with_changes(leading_lines=[cst.EmptyLine(), *body[j].leading_lines])
         defined = {_code(t.target) for s in body if isinstance(s, cst.SimpleStatementLine)
                    for a in s.body if isinstance(a, cst.Assign) for t in a.targets}
         defined |= {s.name.value for s in body if isinstance(s, cst.FunctionDef)}
@@ -412,7 +436,9 @@ class Transformer(PatchCommand):
                 f'{FLAG} = os.environ.get("{self.env}", "").lower() in ("1", "true", "yes")'
                 f"  # distdoctor: {self.env}=1 selects torch SDPA\n", config=config))
         if self.need_standin and STANDIN not in defined:
-            AddImportsVisitor.add_needed_import(self.context, "torch")
+            if not any(m.matches(s, m.SimpleStatementLine([m.Import([m.ImportAlias(m.Name("torch"), asname=None)])]))
+                       for s in body):  # torch is read when the stand-in runs: a later `import torch` is in time
+                AddImportsVisitor.add_needed_import(self.context, "torch")
             new.append(cst.parse_statement(_STANDIN_SOURCE.format(env=self.env), config=config))
         if not new:
             return updated_node
