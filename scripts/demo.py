@@ -16,10 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from distdoctor.patching.engine import patch_paths  # noqa: E402
 from distdoctor.paths import ROOT  # noqa: E402
-from distdoctor.runner import finished_ranks, run_torchrun  # noqa: E402
+from distdoctor.runner import finished_despite_teardown_abort, finished_ranks, run_torchrun  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "broken_ddp"
-TEARDOWN = "terminate called without an active exception"
 PATCHES = ["gloo_backend", "ddp_cpu_args", "cuda_requirements"]  # the patch for cause nccl_without_cuda
 
 
@@ -63,7 +62,7 @@ def main() -> int:
         after = run_torchrun(script, args.nproc, timeout=args.timeout, cwd=work)
         found = finished_ranks(after.output)
         # a rare gloo abort at process exit, after every rank finished, is teardown, not the fix failing
-        teardown = TEARDOWN in after.output and not after.timed_out
+        teardown = finished_despite_teardown_abort(after)
         ok = (after.ok or teardown) and len(found) == args.nproc and len(set(found.values())) == 1
         for rank in sorted(found):
             print(f"DISTDOCTOR_OK rank={rank} checksum={found[rank]}")

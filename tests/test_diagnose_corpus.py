@@ -17,36 +17,17 @@ LOGS = Path(__file__).resolve().parent / "data" / "logs"
 METAS = sorted(LOGS.glob("*.meta.yaml"))
 
 CAUSE_KNOWN = {
-    "gen_checkpoint_no_barrier": "EOFError in torch.load while rank 0 writes: no checkpoint_all_ranks signature matches",
-    "gen_code_not_synced": "'DDP expects same model across all ranks': no environment_mismatch signature matches",
     "gen_monitored_barrier": "monitoredBarrier / Timed out are rank_conditional_collective hints that outweigh collective_timeout's root",
-    "gen_oom_rank0_cpu": "'DefaultCPUAllocator: can't allocate memory': no oom_one_rank signature matches",
     "gen_rank0_allreduce_peer_exits": "rank 1 exits normally; rank 0's 'Connection closed by peer' is all the log shows",
-    "gen_uneven_batches": "the log proves a collective mismatch (rank_conditional_collective root); nothing names uneven data",
-    "gen_uneven_batches_4ranks": "only gloo timeouts (rank_conditional_collective hints); nothing names uneven data",
     "netns_no_ifname_hung_node": "a hang with stack dumps only; no rendezvous_unreachable signature or keyword matches",
     "public_download_race_automodel": "quoted traceback is cut before its exception line; only checkpoint frames remain",
-    "public_download_race_llmfoundry": "FileNotFoundError on a signal file: no download_race signature matches",
-    "repo_litgpt_pretrain_cpu": "'FSDP is only available on GPU' (Lightning Fabric): no nccl_without_cuda signature matches",
     "repo_nanochat": "silent run (exit 0): no signature; the context matches no single_process_launch keyword",
     "slurm_no_rank_mapping": "'environment variable RANK expected, but not set' is a single_process_launch root; "
                              "slurm_launch has no keyword for the context",
 }
 RANK_KNOWN = {
-    "gen_port_in_use_env": "rank 0 is only in the command line (RANK=0), not in the log",
-    "gen_rendezvous_env_closed_port": "rank 1 is only in the command line (RANK=1), not in the log",
-    "public_nccl_without_cuda_llama": "a single process with no rank in the log",
     "public_download_race_automodel": "the quoted traceback has no exception line",
-    "gen_makedirs_race": "which rank loses the race is timing; the log was regenerated with rank 0 losing",
-    "gen_ddp_generate_rank0": "log regenerated at 07:44: rank 1 timed out alone, rank 0 saw 'Connection closed'; "
-                              "the label (null) describes the earlier run where both ranks timed out",
 }
-# Every rank fails the same way: the diagnosis says first_failure.rank = null with all_ranks = true
-# (as the gen_* labels do); these labels name the rank torchrun's summary lists instead.
-for _name in ["repo_build-nanogpt", "repo_nanochat_gloo", "repo_nanogpt", "repo_nanogpt_gloo",
-              "repo_pytorch-examples-multinode", "repo_pytorch-examples-multinode_intdevice",
-              "repo_pytorch-examples-multinode_resume", "public_launcher_args_tecogan", "repo_litgpt_pretrain_cpu"]:
-    RANK_KNOWN[_name] = "every rank fails the same way; the label names the rank of torchrun's summary"
 
 
 @lru_cache(maxsize=None)

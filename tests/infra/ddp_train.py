@@ -61,6 +61,7 @@ def main() -> int:
     if rank == 0:
         print(f"DDP OK world={world} steps={args.steps} weights_equal={same}" if same else
               f"DDP WEIGHTS DIFFER world={world}", flush=True)
+    dist.barrier()  # no rank tears gloo down while a peer still talks to it
     dist.destroy_process_group()
     return 0 if same else 1
 
