@@ -20,6 +20,10 @@ CAUSE_KNOWN = {
     "gen_monitored_barrier": "monitoredBarrier / Timed out are rank_conditional_collective hints that outweigh collective_timeout's root",
     "gen_rank0_allreduce_peer_exits": "rank 1 exits normally; rank 0's 'Connection closed by peer' is all the log shows",
     "netns_no_ifname_hung_node": "a hang with stack dumps only; no rendezvous_unreachable signature or keyword matches",
+    "gen_uneven_batches": "the log proves a collective mismatch (rank_conditional_collective root); nothing names "
+                          "uneven data: relabel proposed, needs tests/data/make_logs.py's cause changed too",
+    "gen_uneven_batches_4ranks": "only gloo timeouts, rank 0 in DDP forward vs the others in all_reduce; nothing names "
+                                 "uneven data: relabel proposed, needs tests/data/make_logs.py's cause changed too",
     "public_download_race_automodel": "quoted traceback is cut before its exception line; only checkpoint frames remain",
     "repo_nanochat": "silent run (exit 0): no signature; the context matches no single_process_launch keyword",
     "slurm_no_rank_mapping": "'environment variable RANK expected, but not set' is a single_process_launch root; "

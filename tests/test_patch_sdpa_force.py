@@ -1,49 +1,12 @@
-"""Unit tests of the sdpa_force patch: its fixtures and VALID/INVALID through the engine, idempotence, compile."""
+"""sdpa_force beyond its fixtures (tests/test_patch_fixtures.py) and examples (tests/test_patch_examples.py):
+the patched code really runs on CPU when forced."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import pytest
-
-import patches.sdpa_force as patch
-from distdoctor.patching.base import PatchOptions
-from distdoctor.patching.engine import patch_source
 from distdoctor.paths import ROOT
-
-FIXTURES = sorted((ROOT / "tests" / "fixtures" / "patches" / "sdpa_force").glob("*.in.py"))
-
-
-def apply(source: str, prefix: str = "DISTDOCTOR") -> tuple[str, list]:
-    result = patch_source(source, [patch], PatchOptions(env_prefix=prefix), "fixture.py")
-    return result.new_source, result.changes
-
-
-@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
-def test_fixture(fixture: Path) -> None:
-    source = fixture.read_text()
-    expected_path = fixture.with_name(fixture.name.replace(".in.py", ".out.py"))
-    expected = expected_path.read_text() if expected_path.exists() else source
-    new, changes = apply(source)
-    assert new == expected
-    assert bool(changes) == (expected != source)
-    assert all(c.patch == "sdpa_force" and c.line > 0 for c in changes)
-    compile(new, str(fixture), "exec")
-    again, more = apply(new)
-    assert again == new and not more  # idempotent
-
-
-def test_valid_untouched() -> None:
-    for source in patch.VALID:
-        assert apply(source) == (source, [])
-
-
-def test_invalid_rewritten() -> None:
-    for before, after in patch.INVALID:
-        new, changes = apply(before)
-        assert new == after and changes
-        assert apply(new) == (new, [])
-
+from distdoctor.runner import run
 
 DRIVER = """
 import importlib, math, sys
@@ -66,8 +29,6 @@ for name in sys.argv[1:]:
 
 def test_forced_standins_run_on_cpu(tmp_path: Path) -> None:
     """The patched fixtures really import and compute attention without flash-attn when forced (and only then)."""
-    from distdoctor.runner import run
-
     folder = ROOT / "tests" / "fixtures" / "patches" / "sdpa_force"
     names = ["module_import_whole", "module_level_import"]
     for name in names:
