@@ -17,6 +17,9 @@ The programs come from a manifest (evals/e2e.yaml):
         cause: local_rank_device
         log: tests/data/logs/field_nanogpt_invalid_device_ordinal.log  # cannot fail on CPU: diagnose this log
         log_note: "binding a CUDA device cannot fail on a CPU-only machine"
+      - program: evals/programs/backend_nanochat.py
+        cause: nccl_without_cuda
+        context: "torchrun --nproc_per_node=2 on a CPU-only machine"  # the user's words go with the log
 
 Patches that introduce an environment switch (sdpa_force's <PREFIX>_FORCE_SDPA) are applied with
 --env-prefix DISTDOCTOR, and the switch is set to 1 for the rerun.
@@ -84,6 +87,7 @@ class Entry:
     fix_args: list[str] | None
     log: str | None
     log_note: str
+    context: str = ""  # what the user says they ran, given to the diagnosis with the log
 
 
 def load_manifest(path: Path = MANIFEST) -> list[Entry]:
@@ -109,7 +113,7 @@ def load_manifest(path: Path = MANIFEST) -> list[Entry]:
         out.append(Entry(it["program"], it["cause"], [str(a) for a in it.get("args") or []],
                          float(it.get("timeout", 60)), it.get("first_failure_rank"),
                          None if it.get("fix_args") is None else [str(a) for a in it["fix_args"]],
-                         it.get("log"), str(it.get("log_note", ""))))
+                         it.get("log"), str(it.get("log_note", "")), str(it.get("context") or "")))
     return out
 
 
@@ -189,10 +193,10 @@ def last_error(output: str) -> str:
     return lines[-1][:200] if lines else "(no output)"
 
 
-def _diagnose(log: str) -> dict:
+def _diagnose(log: str, context: str = "") -> dict:
     from distdoctor.evals.responders import BuiltinResponder
 
-    return BuiltinResponder().diagnose(log)
+    return BuiltinResponder().diagnose(log, context)
 
 
 def _ffr(result: dict) -> int | None:
@@ -242,7 +246,7 @@ def run_entry(e: Entry, progress: bool = True, diagnose: Callable[[str], dict] |
     t0 = time.monotonic()
     say("diagnosing")
     try:
-        result = (diagnose or _diagnose)(log)
+        result = (diagnose or _diagnose)(log, e.context) if e.context else (diagnose or _diagnose)(log)
     except Exception as exc:
         res.steps.append(Step("diagnose", False, f"diagnosis raised {type(exc).__name__}: {exc}"[:300]))
         return res
