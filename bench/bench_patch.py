@@ -81,7 +81,7 @@ def main() -> int:
     results: dict[str, float | int | str | None] = {"tree": str(tree), "files": files, "jobs": args.jobs,
                                                      "patches": [m.PATCH.id for m in chosen]}
     ours, rc, out = timed([sys.executable, str(ROOT / "scripts" / "patch_backend.py"), str(tree), "--dry-run",
-                           "--json", "--quiet", "-j", str(args.jobs), *results_only])
+                           "--include-tests", "--json", "--quiet", "-j", str(args.jobs), *results_only])
     doc = json.loads(out) if out.strip().startswith("{") else {}
     results.update(distdoctor_s=round(ours, 2), distdoctor_exit=rc, distdoctor_changed=doc.get("changed"))
     print(f"distdoctor dry run : {ours:8.2f} s  (exit {rc}, {doc.get('changed')} file(s) would change)")

@@ -14,11 +14,13 @@ from distdoctor.patching.cstutil import ancestors, literal_text, named_nodes, pa
 PATCH = PatchInfo(
     id="cuda_requirements",
     cause="nccl_without_cuda",
-    title="CUDA-only asserts, exits and `rank % torch.cuda.device_count()` become CPU branches (warn and go on)",
+    title="CUDA-only asserts, exits, `rank % torch.cuda.device_count()` and a module-level `device = \"cuda\"` "
+          "default before a process group become CPU branches (warn and go on)",
     risk="A job that must not run without GPUs now runs on the CPU after a warning instead of stopping; checks "
-         "inside an explicit `device == \"cuda\"` branch are kept.",
+         "inside an explicit `device == \"cuda\"` branch are kept. A config default `device = \"cuda\"` becomes "
+         "\"cpu\" only when no GPU is available (an explicit --device still wins).",
     env_var=None,
-    prefilter=("is_available", "device_count", "gpu"),
+    prefilter=("is_available", "device_count", "gpu", "init_process_group"),
 )
 
 AVAILABLE = frozenset({"torch.cuda.is_available", "torch.accelerator.is_available"})
@@ -72,8 +74,23 @@ def _ast_exits(stmt: ast.stmt) -> bool:
         getattr(stmt.value.func, "id", None) in ("exit", "quit") or getattr(stmt.value.func, "attr", None) in ("exit", "_exit"))
 
 
+def _ast_cuda_default(stmt: ast.stmt) -> bool:
+    """A module-level `device = "cuda"` (or "cuda:0") config default."""
+    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+        and "device" in stmt.targets[0].id.lower() and isinstance(stmt.value, ast.Constant) \
+        and isinstance(stmt.value.value, str) and stmt.value.value.startswith("cuda")
+
+
+def _ast_starts_group(tree: ast.Module) -> bool:
+    return any(isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None))
+               == "init_process_group" for n in ast.walk(tree))
+
+
 def screen(tree: ast.Module) -> bool:
-    """Cheap pre-check on Python's own parse: an assert or exiting `if` on GPUs, or `% device_count()`."""
+    """Cheap pre-check on Python's own parse: an assert or exiting `if` on GPUs, `% device_count()`, or a
+    module-level `device = "cuda"` default in a module that starts a process group."""
+    if any(_ast_cuda_default(s) for s in tree.body) and _ast_starts_group(tree):
+        return True
     for node in ast.walk(tree):
         if isinstance(node, ast.Assert) and _ast_gpuish(node.test):
             return True
@@ -96,6 +113,7 @@ class Transformer(PatchCommand):
         self.lines: dict[int, cst.BaseStatement] = {}  # original statement line -> replacement
         self.exprs: dict[int, cst.BaseExpression] = {}
         self.needs_warnings = False
+        self.needs_torch = False
 
     # ---- what counts as a GPU check ----
     def _is_gpu_call(self, node: cst.CSTNode, names: frozenset[str]) -> bool:
@@ -198,7 +216,30 @@ class Transformer(PatchCommand):
                 elif isinstance(parent, (cst.BaseStatement, cst.BaseSmallStatement)):
                     break
                 child = parent
+        self._plan_device_default(node)
         return bool(self.lines or self.exprs)  # nothing to rewrite: skip the traversal
+
+    def _plan_device_default(self, module: cst.Module) -> None:
+        """nanoGPT's `device = 'cuda'` config default: on a machine without CUDA the run would still ask for
+        NCCL and CUDA devices; fall back to "cpu" there (a `--device=...` override still wins)."""
+        starts_group = any(isinstance(n, cst.Call) and m.matches(
+            n.func, m.Name("init_process_group") | m.Attribute(attr=m.Name("init_process_group"))) for n in walk(module))
+        if not starts_group:
+            return
+        for stmt in module.body:
+            if not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(target=m.Name())],
+                                                                         value=m.SimpleString())])):
+                continue
+            assign = stmt.body[0]
+            text = literal_text(assign.value) or ""
+            if "device" not in assign.targets[0].target.value.lower() or not text.startswith("cuda"):
+                continue
+            quote = assign.value.quote
+            value = cst.IfExp(test=cst.parse_expression("torch.cuda.is_available()"), body=assign.value,
+                              orelse=cst.SimpleString(f"{quote}cpu{quote}"))
+            self.lines[id(stmt)] = stmt.with_changes(body=[assign.with_changes(value=value)])
+            self.needs_torch = True
+            self.record(stmt, f"config default {text!r} -> 'cpu' when torch.cuda.is_available() is False")
 
     def _plan_assert(self, node: cst.CSTNode) -> None:
         if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1 or self._in_cuda_branch(node):
@@ -252,6 +293,8 @@ class Transformer(PatchCommand):
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         if self.needs_warnings and self.lines:
             AddImportsVisitor.add_needed_import(self.context, "warnings")
+        if self.needs_torch:
+            AddImportsVisitor.add_needed_import(self.context, "torch")
         return updated_node
 
 
@@ -263,6 +306,8 @@ VALID = [
     'import torch\nlocal = rank % max(torch.cuda.device_count(), 1)\n',
     # not about GPUs
     'assert x > 0\nif not ok:\n    raise SystemExit(1)\n',
+    # a device default in a module that starts no process group
+    "device = 'cuda'\nmodel.to(device)\n",
     # a test that skips itself without CUDA
     'import unittest\nimport torch\nif not torch.cuda.is_available():\n    raise unittest.SkipTest("CUDA is unavailable")\n',
 ]
@@ -289,5 +334,12 @@ INVALID = [
     (
         'import torch\ndevice_id = rank % torch.cuda.device_count()\n',
         'import torch\ndevice_id = rank % max(torch.cuda.device_count(), 1)\n',
+    ),
+    (   # nanoGPT's config default, in the script that starts the process group
+        "import torch\nfrom torch.distributed import init_process_group\ndevice = 'cuda'  # or 'cpu'\n"
+        "init_process_group(backend='nccl' if 'cuda' in device else 'gloo')\n",
+        "import torch\nfrom torch.distributed import init_process_group\n"
+        "device = 'cuda' if torch.cuda.is_available() else 'cpu'  # or 'cpu'\n"
+        "init_process_group(backend='nccl' if 'cuda' in device else 'gloo')\n",
     ),
 ]

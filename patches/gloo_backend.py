@@ -334,6 +334,8 @@ class Transformer(PatchCommand):
         if text is not None:
             return _literal_kind(text)
         if isinstance(expr, cst.IfExp):
+            if is_none(expr.body) or is_none(expr.orelse):  # `"nccl" if opts else None`: None = the device's default
+                return ALT
             kinds = {self._classify(expr.body, depth + 1), self._classify(expr.orelse, depth + 1)}
             return _combine(kinds)
         if isinstance(expr, cst.BooleanOperation):

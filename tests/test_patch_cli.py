@@ -52,6 +52,21 @@ def test_dry_run_check_apply_then_idempotent(repo):
     assert again.returncode == 0 and again.stdout == ""
 
 
+def test_test_files_skipped_unless_asked(repo):
+    for rel in ("tests/test_dist.py", "pkg/test_train.py", "pkg/train_test.py", "conftest.py", "test/helpers.py"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(BROKEN)
+    default = run(str(repo), "--dry-run", "--json", "--only", "gloo_backend")
+    doc = json.loads(default.stdout)
+    assert default.returncode == 0 and [f["path"] for f in doc["files"]] == [str(repo / "pkg" / "train.py")]
+    assert len(doc["skipped_tests"]) == 5
+    assert "skipped 5 test file(s)" in run(str(repo), "--dry-run", "--only", "gloo_backend").stderr
+    included = json.loads(run(str(repo), "--dry-run", "--json", "--include-tests").stdout)
+    assert included["changed"] == 6 and included["skipped_tests"] == []
+    named = json.loads(run(str(repo / "pkg" / "test_train.py"), "--dry-run", "--json").stdout)
+    assert named["changed"] == 1  # a file named on the command line is always patched
+
+
 def test_json_output_shape(repo):
     out = run(str(repo), "--dry-run", "--json", "--skip", "ddp_cpu_args")
     assert out.returncode == 0

@@ -18,6 +18,8 @@ ONLY = "gloo_backend,ddp_cpu_args,cuda_requirements"  # every patch whose cause 
 CASES = [
     # program, script args, real failure text of the unpatched run, expected unpatched exit code
     ("backend_nanogpt.py", ["--device=cpu"], "RuntimeError: Distributed package doesn't have NCCL built in", 1),
+    # no --device flag: the config default `device = 'cuda'` must fall back to the CPU too
+    ("backend_nanogpt.py", [], "RuntimeError: Distributed package doesn't have NCCL built in", 1),
     ("backend_nanochat.py", [], "ValueError: Default process group has not been initialized, please make sure "
                                 "to call init_process_group.", 1),
     ("backend_ddp_tutorial.py", [], "Cannot find 2 GPUs for this example; exiting.", 0),
@@ -30,7 +32,7 @@ def _assert_all_ranks_ok(output: str, nproc: int = 2) -> None:
     assert len(set(found.values())) == 1, f"ranks disagree: {found}"
 
 
-@pytest.mark.parametrize("program,args,failure,code", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("program,args,failure,code", CASES, ids=[" ".join([c[0], *c[1]]) for c in CASES])
 def test_fails_then_patched_program_runs(tmp_path, program, args, failure, code):
     script = tmp_path / program
     shutil.copy(ROOT / "evals" / "programs" / program, script)

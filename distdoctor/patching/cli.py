@@ -30,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
     p.add_argument("--env-prefix", metavar="P",
                    help="prefix of environment switches patches introduce (default: the repo's package name)")
+    p.add_argument("--include-tests", action="store_true",
+                   help="also patch tests/ and test/ folders, test_*.py, *_test.py and conftest.py found while "
+                        "walking a directory (default: skipped; a file named on the command line is always patched)")
     p.add_argument("--quiet", action="store_true", help="no diff, no progress; report lines and errors only")
     return p
 
@@ -64,14 +67,15 @@ def _select(only: list[str], skip: list[str]) -> list[str]:
     return [i for i in chosen if i not in skip]
 
 
-def _report(outcomes: list[FileOutcome], as_json: bool, quiet: bool, write: bool) -> None:
+def _report(outcomes: list[FileOutcome], as_json: bool, quiet: bool, write: bool,
+            skipped_tests: list[str]) -> None:
     changed = [o for o in outcomes if o.changes and not o.error]
     errors = [o for o in outcomes if o.error]
     if as_json:
         doc = {"files": [{"path": o.path, "changes": [{"line": c.line, "patch": c.patch, "what": c.what}
                                                       for c in o.changes], "diff": o.diff} for o in changed],
                "errors": [{"path": o.path, "reason": o.error} for o in errors],
-               "changed": len(changed)}
+               "changed": len(changed), "skipped_tests": skipped_tests}
         print(json.dumps(doc, indent=2))
         return
     for o in changed:
@@ -86,6 +90,9 @@ def _report(outcomes: list[FileOutcome], as_json: bool, quiet: bool, write: bool
         n = sum(len(o.changes) for o in changed)
         verb = "patched" if write else "would patch"
         print(f"[patch] {verb} {len(changed)} file(s), {n} change(s); {len(errors)} error(s)", file=sys.stderr)
+        if skipped_tests:
+            print(f"[patch] skipped {len(skipped_tests)} test file(s) (--include-tests to patch them too)",
+                  file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,12 +118,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     write = not (args.dry_run or args.check)
     progress = None if (args.quiet or args.json) else _stderr_progress
+    skipped_tests: list[str] = []
     if not selected:
         outcomes: list[FileOutcome] = []
     else:
         outcomes = patch_paths([os.fspath(p) for p in args.paths], selected, write=write, jobs=args.jobs,
-                               env_prefix=args.env_prefix, progress=progress)
-    _report(outcomes, args.json, args.quiet, write)
+                               env_prefix=args.env_prefix, progress=progress,
+                               include_tests=args.include_tests, skipped_tests=skipped_tests)
+    _report(outcomes, args.json, args.quiet, write, skipped_tests)
     if any(o.error for o in outcomes):
         return EXIT_USAGE
     if args.check and any(o.changes for o in outcomes):

@@ -261,9 +261,20 @@ def _has_venv_marker(directory: str) -> bool:
     return os.path.isfile(os.path.join(directory, "pyvenv.cfg"))
 
 
-def iter_python_files(root: str) -> Iterator[tuple[str, str | None]]:
+TEST_DIRS = frozenset({"tests", "test"})
+
+
+def is_test_file(name: str) -> bool:
+    """pytest's default file names, plus conftest.py."""
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+
+
+def iter_python_files(root: str, include_tests: bool = True,
+                      skipped_tests: list[str] | None = None) -> Iterator[tuple[str, str | None]]:
     """Yield (path, error) for every *.py file under root (a file or directory), skipping
-    virtualenvs, VCS and build folders; symlinks are yielded with an error and never followed."""
+    virtualenvs, VCS and build folders; symlinks are yielded with an error and never followed.
+    Without include_tests, test folders and test files found by walking a directory are left out
+    (appended to skipped_tests); a file named on its own is always yielded."""
     if os.path.islink(root):
         yield root, "symbolic link, not followed"
         return
@@ -282,6 +293,10 @@ def iter_python_files(root: str) -> Iterator[tuple[str, str | None]]:
             full = os.path.join(directory, name)
             if name in SKIP_DIRS or _has_venv_marker(full):
                 continue
+            if not include_tests and name in TEST_DIRS and not os.path.islink(full):
+                if skipped_tests is not None:
+                    skipped_tests.extend(p for p, _ in iter_python_files(full) if p.endswith(".py"))
+                continue
             if os.path.islink(full):
                 yield full, "symbolic link, not followed"
                 continue
@@ -291,6 +306,10 @@ def iter_python_files(root: str) -> Iterator[tuple[str, str | None]]:
             if not name.endswith(".py"):
                 continue
             full = os.path.join(directory, name)
+            if not include_tests and is_test_file(name):
+                if skipped_tests is not None:
+                    skipped_tests.append(full)
+                continue
             yield (full, "symbolic link, not followed") if os.path.islink(full) else (full, None)
 
 
@@ -330,7 +349,8 @@ def _run_task(args: tuple[Task, tuple[str, ...] | None, bool]) -> FileOutcome:
     return process_file(task.path, patch_ids, task.options, write=write, label=task.label)
 
 
-def collect_tasks(roots: Sequence[str], env_prefix: str | None = None) -> tuple[list[Task], list[FileOutcome]]:
+def collect_tasks(roots: Sequence[str], env_prefix: str | None = None, include_tests: bool = True,
+                  skipped_tests: list[str] | None = None) -> tuple[list[Task], list[FileOutcome]]:
     """Every file to process (deduplicated) and the paths that are refused up front."""
     tasks: list[Task] = []
     refused: list[FileOutcome] = []
@@ -338,7 +358,7 @@ def collect_tasks(roots: Sequence[str], env_prefix: str | None = None) -> tuple[
     for root in roots:
         options = PatchOptions(env_prefix=env_prefix or (default_env_prefix(root) if os.path.exists(root)
                                                          else "DISTDOCTOR"))
-        for path, error in iter_python_files(root):
+        for path, error in iter_python_files(root, include_tests, skipped_tests):
             if error:
                 refused.append(FileOutcome(path, error=error))
                 continue
@@ -352,9 +372,11 @@ def collect_tasks(roots: Sequence[str], env_prefix: str | None = None) -> tuple[
 
 def patch_paths(roots: Sequence[str], patch_ids: Sequence[str] | None = None, write: bool = False,
                 jobs: int = 1, env_prefix: str | None = None,
-                progress: Callable[[int, int], None] | None = None) -> list[FileOutcome]:
-    """Process every *.py file under roots; outcomes in walk order (refused paths first)."""
-    tasks, outcomes = collect_tasks(roots, env_prefix)
+                progress: Callable[[int, int], None] | None = None, include_tests: bool = True,
+                skipped_tests: list[str] | None = None) -> list[FileOutcome]:
+    """Process every *.py file under roots; outcomes in walk order (refused paths first). With
+    include_tests=False, test folders and files met while walking are skipped (listed in skipped_tests)."""
+    tasks, outcomes = collect_tasks(roots, env_prefix, include_tests, skipped_tests)
     ids = tuple(patch_ids) if patch_ids is not None else None
     work = [(t, ids, write) for t in tasks]
     done = 0
