@@ -33,6 +33,8 @@ class Signature:
     proves: str
     kind: str  # root | echo | hint
     weight: float = 1.0
+    when: str | None = None  # counts only if this regex matches some line of the same input
+    unless: str | None = None  # does not count if this regex matches some line of the same input
 
     @property
     def compiled(self) -> re.Pattern[str]:
@@ -72,8 +74,8 @@ class Entry:
 
     @property
     def signatures(self) -> list[Signature]:
-        return [Signature(s["regex"], s["proves"], s["kind"], float(s.get("weight", 1.0)))
-                for s in self.block.get("signatures", [])]
+        return [Signature(s["regex"], s["proves"], s["kind"], float(s.get("weight", 1.0)), s.get("when"),
+                          s.get("unless")) for s in self.block.get("signatures", [])]
 
     @property
     def keywords(self) -> list[str]:

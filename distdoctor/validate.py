@@ -197,6 +197,13 @@ class Validator:
             except re.error as exc:
                 self.add(e.file, block_line, f"{where}: regex does not compile: {exc}")
                 continue
+            for field in ("when", "unless"):
+                if field in sig:
+                    try:
+                        if re.compile(sig[field]).search(""):
+                            self.add(e.file, block_line, f"{where}: {field} regex matches an empty line")
+                    except re.error as exc:
+                        self.add(e.file, block_line, f"{where}: {field} regex does not compile: {exc}")
             if sig["regex"].startswith("^"):
                 self.add(e.file, block_line, f"{where}: anchored with '^', but log lines carry prefixes like '[rank3]:'")
             if rx.search(""):

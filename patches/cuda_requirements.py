@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
@@ -27,18 +28,21 @@ AVAILABLE = frozenset({"torch.cuda.is_available", "torch.accelerator.is_availabl
 COUNT = frozenset({"torch.cuda.device_count", "torch.accelerator.device_count"})
 EXITS = frozenset({"sys.exit", "builtins.exit", "builtins.quit", "os._exit", "exit", "quit"})
 ENTRY_WORDS = ("main", "train", "setup", "init", "run", "launch", "worker", "spawn")
-DEFAULT_MESSAGE = "no CUDA GPU available: continuing on the CPU"
+ENTRY_PREFIXES = ("train", "setup", "init", "launch")  # training_loop, initialize; not runtime
+# a name that holds a number of GPUs (n_gpus, num_gpus, gpu_count, world_gpus), not gpu_flops or gpu_id
+GPU_COUNT_NAME = re.compile(r"(^|_)(n|num|number_of|total|min|max|required|needed|available|visible|world)?_?gpus$"
+                            r"|(^|_)gpus?_?(count|num|number|available|needed|required)$|^ngpus?$", re.IGNORECASE)
 
 
-def _ast_gpuish(node: ast.AST) -> bool:
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Attribute) and sub.attr in ("is_available", "device_count"):
-            return True
-        if isinstance(sub, ast.Name) and "gpu" in sub.id.lower():
-            return True
-        if isinstance(sub, ast.Attribute) and "gpu" in sub.attr.lower():
+def is_entry_name(name: str) -> bool:
+    """A function name that says it starts the run: main, train_model, setup_ddp, run, launch_workers."""
+    if name.startswith("__"):
+        return False
+    for token in name.lower().strip("_").split("_"):
+        if token in ENTRY_WORDS or token.rstrip("s") in ENTRY_WORDS or token.startswith(ENTRY_PREFIXES):
             return True
     return False
+DEFAULT_MESSAGE = "no CUDA GPU available: continuing on the CPU"
 
 
 def _is_threshold(node: cst.CSTNode) -> bool:
@@ -58,20 +62,95 @@ def _is_skip(exc: cst.BaseExpression | None) -> bool:
     return isinstance(target, cst.Name) and "skip" in target.value.lower()
 
 
-def _ast_no_gpu(test: ast.expr) -> bool:
-    """Shapes Transformer._no_gpu accepts: `not <gpu check>`, `... or ...`, a GPU count compared."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _ast_gpuish(test.operand)
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        return any(_ast_no_gpu(v) for v in test.values)
-    return isinstance(test, ast.Compare) and len(test.ops) == 1 and _ast_gpuish(test)
+class _Screen:
+    """The Transformer's rules on Python's own parse, without name resolution: `torch.cuda`/`torch.accelerator`
+    are recognised by their attribute chain or an import alias (over-approximating, never missing a rewrite)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.receivers = {"cuda", "accelerator"}
+        self.direct: set[str] = set()  # from torch.cuda import is_available [as x]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                self.receivers |= {a.asname for a in node.names if a.asname and a.name in ("torch.cuda", "torch.accelerator")}
+            elif isinstance(node, ast.ImportFrom) and node.module in ("torch", "torch.cuda", "torch.accelerator"):
+                for a in node.names:
+                    if node.module == "torch" and a.name in ("cuda", "accelerator"):
+                        self.receivers.add(a.asname or a.name)
+                    elif node.module != "torch" and a.name in ("is_available", "device_count"):
+                        self.direct.add(a.asname or a.name)
+
+    def gpu_call(self, node: ast.AST, kinds: tuple[str, ...], gpu_names: bool = True) -> bool:
+        if not isinstance(node, ast.Call):
+            return False
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if gpu_names and "gpu" in name.lower():
+            return True
+        if isinstance(func, ast.Name):
+            return name in self.direct
+        if name not in kinds:
+            return False
+        receiver = func.value
+        return (receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")) in self.receivers
+
+    def counts(self, node: ast.AST) -> bool:
+        return self.gpu_call(node, ("device_count",)) or (isinstance(node, ast.Name) and bool(GPU_COUNT_NAME.search(node.id)))
+
+    def needs_gpu(self, test: ast.AST) -> bool:
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(self.needs_gpu(v) for v in test.values)
+        if self.gpu_call(test, ("is_available", "device_count")):
+            return True
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            op = test.ops[0]
+            return (isinstance(op, (ast.Gt, ast.GtE)) and self.counts(test.left)) or \
+                (isinstance(op, (ast.Lt, ast.LtE)) and self.counts(test.comparators[0]))
+        return False
+
+    def no_gpu(self, test: ast.AST) -> bool:
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self.needs_gpu(test.operand)
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+            return any(self.no_gpu(v) for v in test.values)
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            op, right = test.ops[0], test.comparators[0]
+            return (isinstance(op, (ast.Lt, ast.LtE, ast.Eq)) and self.counts(test.left) and _ast_threshold(right)) or \
+                (isinstance(op, (ast.Gt, ast.GtE)) and self.counts(right) and _ast_threshold(test.left))
+        return False
+
+    def modulo(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and \
+            self.gpu_call(node.right, ("device_count",), gpu_names=False)
 
 
-def _ast_exits(stmt: ast.stmt) -> bool:
+def _ast_threshold(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return True
+    return isinstance(node, ast.Name) and any(k in node.id.lower() for k in ("min", "need", "requir", "gpu"))
+
+
+def _ast_entry(func: str | None) -> bool:
+    """Transformer._in_entry_point: module level or a function named like the start of a run."""
+    if func is None:
+        return True
+    low = func.lower()
+    return bool(low) and is_entry_name(func)
+
+
+def _ast_exits(stmt: ast.stmt, func: str | None) -> bool:
     if isinstance(stmt, ast.Raise):
-        return "skip" not in ast.dump(stmt.exc).lower() if stmt.exc is not None else True
+        return _ast_entry(func) and ("skip" not in ast.dump(stmt.exc).lower() if stmt.exc is not None else True)
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and (
         getattr(stmt.value.func, "id", None) in ("exit", "quit") or getattr(stmt.value.func, "attr", None) in ("exit", "_exit"))
+
+
+def _ast_nodes(node: ast.AST, func: str | None = None):
+    """(node, name of the enclosing function, "" inside a class body) for every node."""
+    yield node, func
+    inner = node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
+        "" if isinstance(node, ast.ClassDef) else func
+    for child in ast.iter_child_nodes(node):
+        yield from _ast_nodes(child, inner)
 
 
 def _ast_cuda_default(stmt: ast.stmt) -> bool:
@@ -91,13 +170,13 @@ def screen(tree: ast.Module) -> bool:
     module-level `device = "cuda"` default in a module that starts a process group."""
     if any(_ast_cuda_default(s) for s in tree.body) and _ast_starts_group(tree):
         return True
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assert) and _ast_gpuish(node.test):
+    check = _Screen(tree)
+    for node, func in _ast_nodes(tree):
+        if isinstance(node, ast.Assert) and check.needs_gpu(node.test):
             return True
-        if isinstance(node, ast.If) and any(_ast_exits(s) for s in node.body) and _ast_no_gpu(node.test):
+        if isinstance(node, ast.If) and check.no_gpu(node.test) and any(_ast_exits(st, func) for st in node.body):
             return True
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.right, ast.Call) \
-                and isinstance(node.right.func, ast.Attribute) and node.right.func.attr == "device_count":
+        if check.modulo(node):
             return True
     return False
 
@@ -158,7 +237,7 @@ class Transformer(PatchCommand):
     def _counts_gpus(self, node: cst.CSTNode) -> bool:
         if self._is_gpu_call(node, COUNT):
             return True
-        return isinstance(node, cst.Name) and "gpu" in node.value.lower()
+        return isinstance(node, cst.Name) and bool(GPU_COUNT_NAME.search(node.value))
 
     def _in_cuda_branch(self, node: cst.CSTNode) -> bool:
         """node sits in a branch the user keyed on CUDA explicitly (`if device == "cuda":`)."""
@@ -177,7 +256,7 @@ class Transformer(PatchCommand):
         for parent in ancestors(self, node):
             if isinstance(parent, cst.FunctionDef):
                 name = parent.name.value.lower()
-                return not name.startswith("__") and any(k in name for k in ENTRY_WORDS)
+                return is_entry_name(name)
             if isinstance(parent, cst.ClassDef):
                 return False
         return True
@@ -306,6 +385,8 @@ VALID = [
     'import torch\nlocal = rank % max(torch.cuda.device_count(), 1)\n',
     # not about GPUs
     'assert x > 0\nif not ok:\n    raise SystemExit(1)\n',
+    # a GPU property, not a GPU count; and "runtime" is not "run"
+    'def estimate_runtime(gpu_flops):\n    if gpu_flops <= 0:\n        raise ValueError("bad flops")\n',
     # a device default in a module that starts no process group
     "device = 'cuda'\nmodel.to(device)\n",
     # a test that skips itself without CUDA

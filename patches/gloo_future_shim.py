@@ -17,6 +17,8 @@ Field report: nanochat-cpu-gloo-ddp.md (bug 3, DistMuonAdamW on gloo).
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
@@ -63,6 +65,58 @@ _HELPER_SOURCE = f'''def {HELPER}(work, output):
     fut.set_result([output])
     return fut
 '''
+
+def _ast_callee(call: ast.Call) -> str | None:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+
+
+def screen(tree: ast.Module) -> bool:
+    """Cheap pre-check on Python's own parse: `.get_future()` called on one of the collectives whose Work
+    lacks it on gloo, chained or through a name assigned from such a call."""
+    wanted = set(_OUTPUT_ARG)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):  # from torch.distributed import reduce_scatter_tensor as rs
+            wanted |= {a.asname for a in node.names if a.asname and a.name in _OUTPUT_ARG}
+
+    def unsupported(expr: ast.AST) -> bool:
+        return isinstance(expr, ast.Call) and _ast_callee(expr) in wanted
+
+    def works_in(scope: list[ast.AST]) -> set[str]:
+        return {t.id for n in scope if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None
+                and unsupported(n.value) for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                if isinstance(t, ast.Name)}
+
+    scopes = _ast_scopes(tree)
+    module_works = works_in(scopes[-1])
+    for scope in scopes:  # a Work variable is looked up in its own function (or the module), as the Transformer does
+        works = works_in(scope) | module_works
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get_future"
+               and (unsupported(n.func.value) or (isinstance(n.func.value, ast.Name) and n.func.value.id in works))
+               for n in scope):
+            return True
+    return False
+
+
+def _ast_scopes(tree: ast.Module) -> list[list[ast.AST]]:
+    """The nodes of the module and of each function, each list without the nested functions' nodes."""
+    scopes: list[list[ast.AST]] = []
+
+    def collect(root: ast.AST) -> None:
+        nodes: list[ast.AST] = []
+        stack = list(ast.iter_child_nodes(root))
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                collect(node)
+            else:
+                stack.extend(ast.iter_child_nodes(node))
+        scopes.append(nodes)
+
+    collect(tree)
+    return scopes
+
 
 _GET_FUTURE = m.Call(func=m.Attribute(attr=m.Name("get_future")), args=[])
 

@@ -95,18 +95,47 @@ def _ast_index(node: ast.AST) -> bool:
     return False
 
 
+def _ast_gpu_string(node: ast.AST) -> bool:
+    """is_gpu_string() on Python's own parse."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.Add)):
+        return _ast_gpu_string(node.left)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return _ast_gpu_string(node.func.value)
+    if isinstance(node, ast.JoinedStr):
+        node = node.values[0] if node.values else node
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda")
+
+
+def _ast_gpu_location(node: ast.AST, gpu_names: set[str]) -> bool:
+    """Transformer._is_gpu_location, with a name counted as a GPU when any assignment makes it one."""
+    if _ast_index(node) or _ast_gpu_string(node):
+        return True
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "device" \
+            and node.args and _ast_gpu_string(node.args[0]):
+        return True
+    return isinstance(node, ast.Name) and node.id in gpu_names
+
+
 def screen(tree: ast.Module) -> bool:
-    """Cheap pre-check on Python's own parse: a .to()/.cuda() of an index, or any map_location."""
+    """Cheap pre-check on Python's own parse: a .to()/.cuda() of an index, or a map_location that is
+    (or names) a GPU index or CUDA device."""
+    gpu_names: set[str] | None = None
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
-        if any(k.arg == "map_location" for k in node.keywords):
-            return True
         func = node.func
+        locations = [k.value for k in node.keywords if k.arg == "map_location"]
+        if isinstance(func, ast.Attribute) and func.attr == "load" and len(node.args) >= 2:
+            locations.append(node.args[1])
+        if locations:
+            if gpu_names is None:
+                gpu_names = {t.id for a in ast.walk(tree) if isinstance(a, ast.Assign)
+                             and (_ast_index(a.value) or _ast_gpu_location(a.value, set()))
+                             for t in a.targets if isinstance(t, ast.Name)}
+            if any(_ast_gpu_location(loc, gpu_names) for loc in locations):
+                return True
         if not isinstance(func, ast.Attribute):
             continue
-        if func.attr == "load" and len(node.args) >= 2:
-            return True
         if func.attr in ("to", "cuda") and (
                 (node.args and not isinstance(node.args[0], ast.Starred) and _ast_index(node.args[0]))
                 or any(k.arg == "device" and _ast_index(k.value) for k in node.keywords)):

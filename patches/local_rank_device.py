@@ -13,6 +13,8 @@ Field report: nanogpt-ddp-training-log.md (`CUDA error: invalid device ordinal` 
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
@@ -41,6 +43,70 @@ DDP = {"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distribut
 SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
          "torch.multiprocessing.spawn.spawn", "torch.multiprocessing.spawn.start_processes"}
 LOCAL_NAMES = ("local_rank", "localrank", "local_rank_id")
+
+
+SINKS = frozenset({"set_device", "set_device_index", "device", "to", "cuda"})
+
+
+def _ast_ref(node: ast.AST) -> str | None:
+    """`name` or `self.attr` (as "self.attr"): what an assignment can bind and a sink can read."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return "self." + node.attr
+    return None
+
+
+def _ast_global(node: ast.AST, tainted: set[str]) -> bool:
+    """Transformer._kind(node) == "global", without name resolution: `int(os.environ["RANK"])`,
+    `os.environ.get("RANK")`, `os.getenv("RANK")`, `get_rank()`, or a name bound to one of these."""
+    env = node.args[0] if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "int" and node.args else node
+    if isinstance(env, ast.Subscript) and isinstance(env.slice, ast.Constant) and env.slice.value in GLOBAL_ENV:
+        return True
+    if isinstance(env, ast.Call) and getattr(env.func, "attr", getattr(env.func, "id", None)) in ("get", "getenv") \
+            and env.args and isinstance(env.args[0], ast.Constant) and env.args[0].value in GLOBAL_ENV:
+        return True
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "get_rank":
+        return True
+    return _ast_ref(node) in tainted
+
+
+def _ast_sink_args(node: ast.AST) -> list[ast.AST]:
+    """The expressions the Transformer may replace in one node."""
+    if isinstance(node, ast.JoinedStr):
+        values = node.values
+        return [v.value for prev, v in zip(values, values[1:]) if isinstance(v, ast.FormattedValue)
+                and isinstance(prev, ast.Constant) and str(prev.value).endswith(("cuda:", "xpu:"))]
+    if not isinstance(node, ast.Call):
+        return []
+    name = getattr(node.func, "attr", getattr(node.func, "id", None))
+    out = list(node.args[:2]) if name == "device" else list(node.args[:1]) if name in SINKS else []
+    for k in node.keywords:
+        if k.arg in ("device", "output_device"):
+            out.append(k.value)
+        elif k.arg == "device_ids" and isinstance(k.value, ast.List):
+            out += k.value.elts
+    return out
+
+
+def screen(tree: ast.Module) -> bool:
+    """Cheap pre-check on Python's own parse (scopes ignored, so it over-approximates the Transformer):
+    a global rank, followed through assignments, reaches a device sink (set_device, torch.device, .to,
+    .cuda, DDP's device_ids/output_device, an f"cuda:{...}" string)."""
+    assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None]
+    tainted: set[str] = set()
+    for _ in range(3):
+        for a in assigns:
+            targets = a.targets if isinstance(a, ast.Assign) else [a.target]
+            pairs = [(t, a.value) for t in targets]
+            if isinstance(a.value, ast.Tuple):
+                pairs += [pair for t in targets if isinstance(t, ast.Tuple) and len(t.elts) == len(a.value.elts)
+                          for pair in zip(t.elts, a.value.elts)]
+            for target, value in pairs:
+                ref = _ast_ref(target)
+                if ref is not None and _ast_global(value, tainted):
+                    tainted.add(ref)
+    return any(_ast_global(arg, tainted) for node in ast.walk(tree) for arg in _ast_sink_args(node))
 
 
 def _is_local_name(name: str) -> bool:

@@ -127,6 +127,16 @@ def _call_name(func: cst.BaseExpression) -> str | None:
     return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
 
 
+def _hf_flash_kernel(call: cst.Call) -> bool:
+    """`get_kernel("org/flash-attention-3")`, `kernels.get_kernel(...)` or `get_kernel(name).flash_attn_interface`
+    (HF kernels), not any function called get_kernel (torch's inductor has several)."""
+    if call.args and isinstance(call.args[0].value, cst.SimpleString) and _FLASHY.search(call.args[0].value.value):
+        return True
+    if m.matches(call.func, m.Attribute(value=m.Name("kernels"))):
+        return True
+    return False
+
+
 def imports_kernel(node: cst.CSTNode) -> bool:
     """Whether `node` imports or loads a flash-attention kernel: an absolute import of a flash-attn module,
     `kernels.get_kernel(...)`, or `importlib.import_module("flash_attn...")`-style probes."""
@@ -139,9 +149,12 @@ def imports_kernel(node: cst.CSTNode) -> bool:
             names = [_code(alias.name) for alias in imp.names]
         if any(is_kernel_module(n) for n in names):
             return True
+    for attr in m.findall(node, m.Attribute(value=m.Call())):
+        if _call_name(attr.value.func) == "get_kernel" and _FLASHY.search(attr.attr.value):
+            return True
     for call in m.findall(node, m.Call()):
         name = _call_name(call.func)
-        if name == "get_kernel":
+        if name == "get_kernel" and _hf_flash_kernel(call):
             return True
         if name in _IMPORT_PROBES and call.args and isinstance(call.args[0].value, cst.SimpleString):
             value = call.args[0].value.evaluated_value
@@ -163,8 +176,33 @@ def loads_kernel(module: cst.Module) -> bool:
     return False
 
 
+def _ast_selects(tree: ast.Module) -> bool:
+    """Whether the Transformer could find a selection to switch in a file that loads no kernel itself: an
+    `if`/`... if ... else ...` choosing by a Name or string _CHOICE knows with flash in a branch, a decision
+    assigned to a flash-named target, or a module-level `*override* = None` hook."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            leaves = [n.id if isinstance(n, ast.Name) else n.value for n in ast.walk(node.test)
+                      if isinstance(n, ast.Name) or (isinstance(n, ast.Constant) and isinstance(n.value, str))]
+            branches = node.body if isinstance(node.body, list) else [node.body]
+            branches += node.orelse if isinstance(node.orelse, list) else [node.orelse]
+            if any(_CHOICE.search(leaf) for leaf in leaves) and _FLASHY.search(
+                    "\n".join(ast.unparse(b) for b in branches)):
+                return True
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, (ast.Name, ast.Attribute)) and _FLASHY.search(ast.unparse(target)) and \
+                    isinstance(node.value, (ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Call)):
+                return True
+            if isinstance(target, ast.Name) and "override" in target.id.lower():
+                return True
+    return False
+
+
 def screen(tree: ast.Module) -> bool:
-    """Cheap pre-check on Python's own parse: the same test as loads_kernel()."""
+    """Cheap pre-check on Python's own parse: the same test as loads_kernel(); where only a CUDA-only
+    flash op of torch is named (no kernel imported), also a selection the Transformer could switch."""
+    names_op = False
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and any(is_kernel_module(a.name) for a in node.names):
             return True
@@ -173,15 +211,20 @@ def screen(tree: ast.Module) -> bool:
         if isinstance(node, ast.Call):
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-            if name == "get_kernel":
+            if name == "get_kernel" and ((node.args and isinstance(node.args[0], ast.Constant) and isinstance(
+                    node.args[0].value, str) and _FLASHY.search(node.args[0].value)) or (
+                    isinstance(func, ast.Attribute) and getattr(func.value, "id", None) == "kernels")):
                 return True
             if name in _IMPORT_PROBES and node.args and isinstance(node.args[0], ast.Constant) \
                     and isinstance(node.args[0].value, str) and is_kernel_module(node.args[0].value):
                 return True
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call) and _FLASHY.search(node.attr) and \
+                getattr(node.value.func, "attr", getattr(node.value.func, "id", None)) == "get_kernel":
+            return True
         if isinstance(node, ast.Attribute) and (node.attr in _KERNEL_OPS or (
                 is_kernel_module(node.attr) and isinstance(node.value, ast.Attribute) and node.value.attr == "ops")):
-            return True
-    return False
+            names_op = True
+    return names_op and _ast_selects(tree)
 
 
 def flag_test(test: cst.BaseExpression, forced_branch_is_body: bool) -> cst.BaseExpression:

@@ -239,3 +239,15 @@ def test_traceback_takes_the_time_of_its_logging_line(tmp_path):
         '  File "t.py", line 1, in <module>\nValueError: labels contain NaN\n')
     r = diagnose_paths([str(tmp_path)])
     assert r["first_failure"]["rank"] == 1 and r["first_failure"]["text"] == "ValueError: labels contain NaN"
+
+
+def test_when_and_unless_conditions_look_at_the_whole_input():
+    error = "ValueError: Default process group has not been initialized, please make sure to call init_process_group."
+    alone = diagnose_text(error)
+    assert alone["causes"][0]["id"] == "single_process_launch"
+    assert "nccl_without_cuda" not in [c["id"] for c in alone["causes"]]
+    launched = diagnose_text(error + "\n...\nRoot Cause (first observed failure):\n[0]:\n  rank      : 0 (local_rank: 0)\n")
+    assert launched["causes"][0]["id"] == "nccl_without_cuda"
+    assert "single_process_launch" not in [c["id"] for c in launched["causes"]]
+    # the condition came after the signature's line: conditions are settled once the whole input is read
+    assert [e["kind"] for e in launched["causes"][0]["evidence"]][:1] == ["first failure"]

@@ -8,7 +8,6 @@ patch, index LOCAL_RANK = 0 after it, and the patched program still trains on bo
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket

@@ -28,6 +28,7 @@ class _Tally:
         self.sigs: dict[tuple[str, int], CompiledSignature] = {}
         self.evidence: dict[str, list[dict]] = defaultdict(list)
         self.agent_echoes: dict[tuple[str, int], int] = defaultdict(int)
+        self.conditions: set[str] = set()  # `when` / `unless` regexes seen in some line
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
@@ -40,7 +41,7 @@ class _Tally:
         ev = self.evidence[sig.cause]
         if len(ev) < MAX_EVIDENCE and not any(e["file"] == ln.file and e["line"] == ln.line for e in ev):
             ev.append({"file": ln.file, "line": ln.line, "text": ln.text[:500], "rank": ln.rank,
-                       "kind": sig.kind, "proves": sig.proves})
+                       "kind": sig.kind, "proves": sig.proves, "sig": k})
 
 
 def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builder: EventBuilder,
@@ -62,6 +63,8 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 if ts is None:
                     ts = parse_timestamp(body)
                 hits = matcher.match_line(text)
+                if matcher.conditions:
+                    tally.conditions.update(matcher.match_conditions(text))
                 ln = Line(idx, src.name, line_no, rank, ts, text, hits, body)
                 for h in hits:
                     tally.add(ln, h)
@@ -72,10 +75,12 @@ def _score(tally: _Tally) -> dict[str, float]:
     scores: dict[str, float] = defaultdict(float)
     for k, n in tally.counts.items():
         sig = tally.sigs[k]
-        scores[sig.cause] += sig.weight * (1 + 0.25 * min(n - 1, 4))
+        if sig.active(tally.conditions):
+            scores[sig.cause] += sig.weight * (1 + 0.25 * min(n - 1, 4))
     for k in tally.agent_echoes:
         sig = tally.sigs[k]
-        scores[sig.cause] += 0.25 * sig.weight
+        if sig.active(tally.conditions):
+            scores[sig.cause] += 0.25 * sig.weight
     return scores
 
 
@@ -102,9 +107,11 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     scores = _score(tally)
     found = find_first_failure(builder)
     first, first_line, echoes, alike = found.event, found.line, found.echoes, found.all_ranks
+    seen = tally.conditions
     if first is not None:
-        explained = [h for h in first.hits if h.kind in ("root", "hint")]
-        for h in {(h.cause, h.index): h for h in first.hits}.values():
+        first_hits = [h for h in first.hits if h.active(seen)]
+        explained = [h for h in first_hits if h.kind in ("root", "hint")]
+        for h in {(h.cause, h.index): h for h in first_hits}.values():
             scores[h.cause] += 3 * h.weight if h.kind == "root" else 1.5 * h.weight if h.kind == "hint" else 0
         if explained:
             # the first failure has a cause of its own: the echoes are its consequences
@@ -123,7 +130,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             scores[cause] += KEYWORD_WEIGHT
             context_hits.append({"cause": cause, "keyword": kw, "words": words})
         for i, line in enumerate(context.splitlines(), 1):
-            for h in matcher.match_line(line):
+            for h in (h for h in matcher.match_line(line) if h.active(seen)):
                 scores[h.cause] += h.weight
                 tally.evidence[h.cause].append({"file": "<context>", "line": i, "text": line[:500],
                                                 "rank": None, "kind": h.kind, "proves": h.proves})
@@ -133,12 +140,13 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     causes = []
     for cause, score in ranked:
         e = matcher.entries[cause]
-        evidence = list(tally.evidence.get(cause, []))
-        if first_line is not None and any(h.cause == cause for h in first_line.hits):
+        evidence = [{k: v for k, v in ev.items() if k != "sig"} for ev in tally.evidence.get(cause, [])
+                    if "sig" not in ev or tally.sigs[ev["sig"]].active(seen)]
+        if first_line is not None and any(h.cause == cause and h.active(seen) for h in first_line.hits):
             # the first failure's own line leads the evidence of the cause it shows
             lead = {"file": first_line.file, "line": first_line.line, "text": first_line.text[:500],
                     "rank": first_line.rank, "kind": "first failure",
-                    "proves": next(h.proves for h in first_line.hits if h.cause == cause)}
+                    "proves": next(h.proves for h in first_line.hits if h.cause == cause and h.active(seen))}
             evidence = [lead] + [e for e in evidence if (e["file"], e["line"]) != (lead["file"], lead["line"])]
         evidence += [{"file": "<context>", "line": None, "text": context or "", "rank": None, "kind": "keyword",
                       "proves": f"the description says {h['words']!r} (/{h['keyword']}/)"} for h in context_hits

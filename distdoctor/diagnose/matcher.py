@@ -67,6 +67,12 @@ class CompiledSignature:
     proves: str
     anchors: tuple[str, ...]  # empty: no literal found, always run the regex
     ignore_case: bool
+    when: str | None = None  # condition regexes (Matcher.conditions), see Signature
+    unless: str | None = None
+
+    def active(self, seen: set[str]) -> bool:
+        """Whether this signature counts, given the condition regexes seen anywhere in the input."""
+        return (self.when is None or self.when in seen) and (self.unless is None or self.unless not in seen)
 
 
 def _literal_options(items, ignore_case: bool) -> list[list[str]]:
@@ -173,7 +179,13 @@ class Matcher:
             for i, s in enumerate(e.signatures):
                 anchors, ic = anchors_of(s.regex)
                 self.signatures.append(CompiledSignature(e.cause, i, re.compile(s.regex), s.kind, s.weight,
-                                                         s.proves, anchors, ic))
+                                                         s.proves, anchors, ic, s.when, s.unless))
+        # Conditions (`when` / `unless`) name no cause and add no candidate lines: they are looked for on
+        # the lines the prefilter reads anyway (errors, tracebacks, the launcher's summary blocks).
+        self.conditions: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = []
+        for c in sorted({c for sig in self.signatures for c in (sig.when, sig.unless) if c}):
+            anchors, ic = anchors_of(c)
+            self.conditions.append((c, re.compile(c), () if ic else anchors))
         # Smart case: a keyword written in lower case matches any case; one with capitals
         # (MASTER_ADDR, IB, RoCE) matches as written, so "RoCE" does not match "process".
         self.keywords = [(e.cause, re.compile(k, 0 if re.sub(r"\\.", "", k) != re.sub(r"\\.", "", k).lower() else re.I))
@@ -205,6 +217,11 @@ class Matcher:
             if s.regex.search(text):
                 hits.append(s)
         return hits
+
+    def match_conditions(self, text: str) -> list[str]:
+        """The condition regexes (`when` / `unless` of some signature) found in one line."""
+        return [c for c, rx, anchors in self.conditions
+                if (not anchors or any(a in text for a in anchors)) and rx.search(text)]
 
     def match_keywords(self, text: str) -> list[tuple[str, str, str]]:
         """(cause, keyword regex, matched words) for each entry keyword found in what a person wrote."""

@@ -142,30 +142,16 @@ def blocks(stream: BinaryIO, stats: ScanStats, name: str) -> Iterator[tuple[int,
             yield line_no, block
             line_no += block.count(b"\n")
             continue
+        # no newline in this chunk (and never one in carry): the same line goes on
         data = carry + chunk if carry else chunk
-        last = data.rfind(b"\n")
-        if last < 0:
-            if len(data) > MAX_LINE:
-                stats.cut_lines += 1
-                yield line_no, data[:MAX_LINE] + b"\n"
-                line_no += 1
-                carry = b""
-                skipping = True
-            else:
-                carry = data
-            continue
-        block, carry = data[:last + 1], data[last + 1:]
-        if len(carry) > MAX_LINE:
+        if len(data) > MAX_LINE:
             stats.cut_lines += 1
-            carry, skipping = carry[:MAX_LINE], True
-            yield line_no, block
-            line_no += block.count(b"\n")
-            yield line_no, carry + b"\n"
+            yield line_no, data[:MAX_LINE] + b"\n"
             line_no += 1
             carry = b""
-            continue
-        yield line_no, block
-        line_no += block.count(b"\n")
+            skipping = True
+        else:
+            carry = data
     if carry:
         yield line_no, carry + b"\n"
         line_no += 1

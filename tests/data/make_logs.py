@@ -286,6 +286,12 @@ CASES: list[Case] = [
          notes="init_process_group('nccl') on the CPU build of torch; no [rankN]: prefix because the "
                "process group never came up. Every rank fails the same way; torchrun's 'root cause' is "
                "whichever it saw first, so first_failure_rank is null."),
+    Case("gen_cpu_run_no_process_group", "nccl_without_cuda", "backend_nanochat.py", None,
+         expect=["Default process group has not been initialized", "local_rank: 1"],
+         context="torchrun --nproc_per_node=2 on a CPU-only machine, no GPU",
+         notes="nanochat-style compute_init: init_process_group('nccl') only in the device_type == 'cuda' "
+               "branch, so under torchrun on a CPU machine no rank forms a process group and the first "
+               "all_reduce fails on every rank. torchrun started 2 ranks, so this is not a missing launcher."),
     Case("gen_nccl_compound_backend", "nccl_without_cuda", "fail_nccl_on_cpu.py", None,
          expect=["Distributed package doesn't have NCCL built in", "cpu:gloo,cuda:nccl"],
          script_args=["--variant", "compound"],

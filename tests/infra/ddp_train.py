@@ -6,7 +6,6 @@ prints `DDP OK world=<n>` on rank 0. `--die-rank R --die-step K` makes rank R ex
 (a task that dies), `--hang-rank R` makes rank R sleep instead of training (a rank that hangs).
 """
 import argparse
-import os
 import sys
 import time
 from datetime import timedelta
