@@ -75,3 +75,8 @@ TEARDOWN_ABORT = "terminate called without an active exception"
 def finished_despite_teardown_abort(result: RunResult) -> bool:
     """True when the run failed only through the gloo teardown abort (the caller checks ranks finished)."""
     return not result.timed_out and TEARDOWN_ABORT in result.output
+
+
+def succeeded(result: RunResult) -> bool:
+    """Exit 0, or ranks printed their DISTDOCTOR_OK line and only the gloo teardown abort came after."""
+    return result.ok or (finished_despite_teardown_abort(result) and bool(finished_ranks(result.output)))

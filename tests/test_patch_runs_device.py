@@ -22,7 +22,7 @@ import patches.local_rank_device as local_rank_device
 from distdoctor.patching.base import PatchOptions
 from distdoctor.patching.engine import patch_source
 from distdoctor.paths import ROOT
-from distdoctor.runner import RunResult, run, run_torchrun
+from distdoctor.runner import RunResult, run, run_torchrun, succeeded
 
 PROGRAMS = ROOT / "evals" / "programs"
 OK = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=(\S+?)(?=DISTDOCTOR|\s|$)")
@@ -61,7 +61,7 @@ def test_int_device_fails_on_cpu_then_patched_program_trains(tmp_path: Path) -> 
     ]
     script.write_text(result.new_source)
     after = run_torchrun(script, nproc=2, timeout=60)
-    assert after.ok, after.output[-3000:]
+    assert succeeded(after), after.output[-3000:]
     sums = dict(OK.findall(after.output))
     assert sorted(sums) == ["0", "1"] and sums["0"] == sums["1"]
 
@@ -71,7 +71,7 @@ def test_local_rank_device_binds_local_rank_on_second_node(tmp_path: Path) -> No
     script = tmp_path / "train.py"
     shutil.copy(PROGRAMS / "device_global_rank.py", script)
     before = two_nodes_one_task_each(script)
-    assert all(r.ok for r in before), [r.output[-1500:] for r in before]
+    assert all(succeeded(r) for r in before), [r.output[-1500:] for r in before]
     binds = {int(r): (int(lr), int(i)) for res in before for r, lr, i in BIND.findall(res.output)}
     assert binds == {0: (0, 0), 1: (0, 1)}  # node 2's only task would select GPU 1: the bug
 
@@ -79,7 +79,7 @@ def test_local_rank_device_binds_local_rank_on_second_node(tmp_path: Path) -> No
     assert len(result.changes) == 2 and "int(os.environ" in result.new_source
     script.write_text(result.new_source)
     after = two_nodes_one_task_each(script)
-    assert all(r.ok for r in after), [r.output[-1500:] for r in after]
+    assert all(succeeded(r) for r in after), [r.output[-1500:] for r in after]
     binds = {int(r): (int(lr), int(i)) for res in after for r, lr, i in BIND.findall(res.output)}
     assert binds == {0: (0, 0), 1: (0, 0)}
     sums = dict(OK.findall("".join(r.output for r in after)))

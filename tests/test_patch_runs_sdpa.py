@@ -11,7 +11,7 @@ import patches.sdpa_force as sdpa
 from distdoctor.patching.base import PatchOptions
 from distdoctor.patching.engine import patch_source
 from distdoctor.paths import ROOT
-from distdoctor.runner import run_torchrun
+from distdoctor.runner import run_torchrun, succeeded
 
 PROGRAMS = ROOT / "evals" / "programs"
 OK = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=(\S+?)(?=DISTDOCTOR|\s|$)")
@@ -37,7 +37,7 @@ def test_flash_path_fails_then_forced_sdpa_trains(tmp_path: Path, program: str, 
     script.write_text(result.new_source)
 
     after = run_torchrun(script, nproc=2, timeout=60, env={"TINYGPT_FORCE_SDPA": "1"})
-    assert after.ok, after.output[-3000:]
+    assert succeeded(after), after.output[-3000:]
     sums = dict(OK.findall(after.output))
     assert sorted(sums) == ["0", "1"], after.output[-2000:]
     assert sums["0"] == sums["1"]

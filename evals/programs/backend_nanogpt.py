@@ -1,8 +1,9 @@
 """Broken on CPU: a nanoGPT / build-nanogpt style DDP set-up (config globals, backend = 'nccl').
 
-Run: torchrun --standalone --nproc_per_node=2 backend_nanogpt.py --device=cpu
+Run: torchrun --standalone --nproc_per_node=2 backend_nanogpt.py [--device=cpu]
 Fails with "Distributed package doesn't have NCCL built in" on a CPU-only torch; with gloo alone it would
-then fail on DistributedDataParallel's device_ids ValueError; patched by gloo_backend + ddp_cpu_args.
+then fail on DistributedDataParallel's device_ids ValueError; patched by gloo_backend + ddp_cpu_args, and
+without --device by cuda_requirements (the config default `device = 'cuda'` falls back to 'cpu').
 """
 import os
 import sys
