@@ -79,6 +79,17 @@ def test_ddp_across_two_namespaces_with_ifname(nodes):
     assert "[R1/2][LR0]" in out1 and "CHECKPOINT 6: step 2" in out1  # rank 1 lives on node 1, local rank 0
 
 
+def test_probe_across_two_namespaces_with_ifname(nodes):
+    r = render("generic-ssh", str(ROOT / "scripts" / "probe.py"), ["--expect-world-size", "2", "--timeout", "30"],
+               master_addr=nodes[0].addr, master_port=29613, ifname=nodes[0].ifname, torchrun=TORCHRUN)
+    (rc0, out0), (rc1, out1) = run_nodes(nodes, r.commands, limit=120)
+    print(out0)
+    assert "VERDICT: OK - all 2 rank(s) joined" in out0, out0[-3000:] + out1[-2000:]
+    assert "all_reduce sum: got 3.0 expected 3.0 -> OK" in out0
+    assert "[probe R1/2]" in out1 and "LOCAL_RANK=0" in out1  # rank 1 is local rank 0 on the second node
+    assert rc0 == 0 or TEARDOWN_ABORT in out0
+
+
 def test_without_ifname_the_probe_names_the_interface(nodes):
     r = render("generic-ssh", str(ROOT / "scripts" / "probe.py"), ["--expect-world-size", "2", "--timeout", "10"],
                master_addr=nodes[0].addr, master_port=29612, torchrun=TORCHRUN)
