@@ -18,7 +18,6 @@ METAS = sorted(LOGS.glob("*.meta.yaml"))
 
 CAUSE_KNOWN = {
     "gen_monitored_barrier": "monitoredBarrier / Timed out are rank_conditional_collective hints that outweigh collective_timeout's root",
-    "gen_rank0_allreduce_peer_exits": "rank 1 exits normally; rank 0's 'Connection closed by peer' is all the log shows",
     "netns_no_ifname_hung_node": "a hang with stack dumps only; no rendezvous_unreachable signature or keyword matches",
     "gen_uneven_batches": "the log proves a collective mismatch (rank_conditional_collective root); nothing names "
                           "uneven data: relabel proposed, needs tests/data/make_logs.py's cause changed too",

@@ -104,6 +104,11 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         if progress is not None:
             progress(files, stats)
 
+    if any(s.when or s.unless for s in matcher.signatures):
+        # a signature whose condition failed did not match: drop it before events are judged (root vs echo)
+        for ev in builder.events:
+            for ln in ev.lines:
+                ln.hits[:] = [h for h in ln.hits if h.active(tally.conditions)]
     scores = _score(tally)
     found = find_first_failure(builder)
     first, first_line, echoes, alike = found.event, found.line, found.echoes, found.all_ranks
