@@ -104,19 +104,15 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         if progress is not None:
             progress(files, stats)
 
+    seen = tally.conditions
     if any(s.when or s.unless for s in matcher.signatures):
-        # a signature whose condition failed did not match: drop it before events are judged (root vs echo)
-        for ev in builder.events:
-            for ln in ev.lines:
-                ln.hits[:] = [h for h in ln.hits if h.active(tally.conditions)]
+        builder.keep_hits(lambda h: h.active(seen))  # a signature whose condition failed did not match
     scores = _score(tally)
     found = find_first_failure(builder)
     first, first_line, echoes, alike = found.event, found.line, found.echoes, found.all_ranks
-    seen = tally.conditions
     if first is not None:
-        first_hits = [h for h in first.hits if h.active(seen)]
-        explained = [h for h in first_hits if h.kind in ("root", "hint")]
-        for h in {(h.cause, h.index): h for h in first_hits}.values():
+        explained = [h for h in first.hits if h.kind in ("root", "hint")]
+        for h in {(h.cause, h.index): h for h in first.hits}.values():
             scores[h.cause] += 3 * h.weight if h.kind == "root" else 1.5 * h.weight if h.kind == "hint" else 0
         if explained:
             # the first failure has a cause of its own: the echoes are its consequences
@@ -147,11 +143,11 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         e = matcher.entries[cause]
         evidence = [{k: v for k, v in ev.items() if k != "sig"} for ev in tally.evidence.get(cause, [])
                     if "sig" not in ev or tally.sigs[ev["sig"]].active(seen)]
-        if first_line is not None and any(h.cause == cause and h.active(seen) for h in first_line.hits):
+        if first_line is not None and any(h.cause == cause for h in first_line.hits):
             # the first failure's own line leads the evidence of the cause it shows
             lead = {"file": first_line.file, "line": first_line.line, "text": first_line.text[:500],
                     "rank": first_line.rank, "kind": "first failure",
-                    "proves": next(h.proves for h in first_line.hits if h.cause == cause and h.active(seen))}
+                    "proves": next(h.proves for h in first_line.hits if h.cause == cause)}
             evidence = [lead] + [e for e in evidence if (e["file"], e["line"]) != (lead["file"], lead["line"])]
         evidence += [{"file": "<context>", "line": None, "text": context or "", "rank": None, "kind": "keyword",
                       "proves": f"the description says {h['words']!r} (/{h['keyword']}/)"} for h in context_hits

@@ -143,6 +143,16 @@ class EventBuilder:
         else:
             self.dropped += 1
 
+    def keep_hits(self, keep) -> None:
+        """Drop the hits `keep` rejects from every line the builder holds (events, torchrun's summary, the
+        agent's failure line), before anything judges root vs echo from them."""
+        lines = [ln for ev in self.events for ln in ev.lines]
+        lines += [ln for e in self.summary for ln in (e.line, e.exit_line) if ln is not None]
+        if self.agent_failed is not None:
+            lines.append(self.agent_failed)
+        for ln in lines:
+            ln.hits[:] = [h for h in ln.hits if keep(h)]
+
     def agent_first(self) -> Line | None:
         """The rank the agent's summary shows failing first: one killed by a signal (not the agent's
         SIGTERM) beats an ordinary exit listed as root cause, which may be only an echo of it."""
