@@ -10,7 +10,9 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ParentNodeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ancestors, literal_text, named_nodes, parenthesize, qualified_names, walk
+from distdoctor.patching.cstutil import (
+    ancestors, ast_ident, literal_text, named_nodes, parenthesize, qualified_names, walk,
+)
 
 PATCH = PatchInfo(
     id="cuda_requirements",
@@ -83,15 +85,14 @@ class _Screen:
         if not isinstance(node, ast.Call):
             return False
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        name = ast_ident(func) or ""
         if gpu_names and "gpu" in name.lower():
             return True
         if isinstance(func, ast.Name):
             return name in self.direct
         if name not in kinds:
             return False
-        receiver = func.value
-        return (receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")) in self.receivers
+        return ast_ident(func.value) in self.receivers
 
     def counts(self, node: ast.AST) -> bool:
         return self.gpu_call(node, ("device_count",)) or (isinstance(node, ast.Name) and bool(GPU_COUNT_NAME.search(node.id)))
@@ -161,8 +162,7 @@ def _ast_cuda_default(stmt: ast.stmt) -> bool:
 
 
 def _ast_starts_group(tree: ast.Module) -> bool:
-    return any(isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None))
-               == "init_process_group" for n in ast.walk(tree))
+    return any(isinstance(n, ast.Call) and ast_ident(n.func) == "init_process_group" for n in ast.walk(tree))
 
 
 def screen(tree: ast.Module) -> bool:

@@ -25,6 +25,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
+from distdoctor.patching.cstutil import ast_aliases, ast_ident
 
 PATCH = PatchInfo(
     id="gloo_future_shim",
@@ -66,21 +67,14 @@ _HELPER_SOURCE = f'''def {HELPER}(work, output):
     return fut
 '''
 
-def _ast_callee(call: ast.Call) -> str | None:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-
 
 def screen(tree: ast.Module) -> bool:
     """Cheap pre-check on Python's own parse: `.get_future()` called on one of the collectives whose Work
     lacks it on gloo, chained or through a name assigned from such a call."""
-    wanted = set(_OUTPUT_ARG)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):  # from torch.distributed import reduce_scatter_tensor as rs
-            wanted |= {a.asname for a in node.names if a.asname and a.name in _OUTPUT_ARG}
+    wanted = ast_aliases(tree, set(_OUTPUT_ARG))  # from torch.distributed import reduce_scatter_tensor as rs
 
     def unsupported(expr: ast.AST) -> bool:
-        return isinstance(expr, ast.Call) and _ast_callee(expr) in wanted
+        return isinstance(expr, ast.Call) and ast_ident(expr.func) in wanted
 
     def works_in(scope: list[ast.AST]) -> set[str]:
         return {t.id for n in scope if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None

@@ -24,6 +24,7 @@ from libcst.metadata import ClassScope, ComprehensionScope, FunctionScope, Posit
     QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
+from distdoctor.patching.cstutil import ast_ident
 
 PATCH = PatchInfo(
     id="int_device",
@@ -89,8 +90,7 @@ def _ast_index(node: ast.AST) -> bool:
     if isinstance(node, ast.Attribute):
         return bool(_INDEX_NAME.match(node.attr))
     if isinstance(node, ast.Call):
-        func = node.func
-        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        name = ast_ident(node.func)
         return name == "int" or name in _INDEX_CALLS
     return False
 
@@ -110,7 +110,7 @@ def _ast_gpu_location(node: ast.AST, gpu_names: set[str]) -> bool:
     """Transformer._is_gpu_location, with a name counted as a GPU when any assignment makes it one."""
     if _ast_index(node) or _ast_gpu_string(node):
         return True
-    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "device" \
+    if isinstance(node, ast.Call) and ast_ident(node.func) == "device" \
             and node.args and _ast_gpu_string(node.args[0]):
         return True
     return isinstance(node, ast.Name) and node.id in gpu_names

@@ -21,6 +21,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
+from distdoctor.patching.cstutil import ast_ident
 
 PATCH = PatchInfo(
     id="local_rank_device",
@@ -63,10 +64,10 @@ def _ast_global(node: ast.AST, tainted: set[str]) -> bool:
     env = node.args[0] if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "int" and node.args else node
     if isinstance(env, ast.Subscript) and isinstance(env.slice, ast.Constant) and env.slice.value in GLOBAL_ENV:
         return True
-    if isinstance(env, ast.Call) and getattr(env.func, "attr", getattr(env.func, "id", None)) in ("get", "getenv") \
+    if isinstance(env, ast.Call) and ast_ident(env.func) in ("get", "getenv") \
             and env.args and isinstance(env.args[0], ast.Constant) and env.args[0].value in GLOBAL_ENV:
         return True
-    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "get_rank":
+    if isinstance(node, ast.Call) and ast_ident(node.func) == "get_rank":
         return True
     return _ast_ref(node) in tainted
 
@@ -79,7 +80,7 @@ def _ast_sink_args(node: ast.AST) -> list[ast.AST]:
                 and isinstance(prev, ast.Constant) and str(prev.value).endswith(("cuda:", "xpu:"))]
     if not isinstance(node, ast.Call):
         return []
-    name = getattr(node.func, "attr", getattr(node.func, "id", None))
+    name = ast_ident(node.func)
     out = list(node.args[:2]) if name == "device" else list(node.args[:1]) if name in SINKS else []
     for k in node.keywords:
         if k.arg in ("device", "output_device"):

@@ -35,6 +35,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
+from distdoctor.patching.cstutil import ast_ident
 
 PATCH = PatchInfo(
     id="sdpa_force",
@@ -210,7 +211,7 @@ def screen(tree: ast.Module) -> bool:
             return True
         if isinstance(node, ast.Call):
             func = node.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            name = ast_ident(func)
             if name == "get_kernel" and ((node.args and isinstance(node.args[0], ast.Constant) and isinstance(
                     node.args[0].value, str) and _FLASHY.search(node.args[0].value)) or (
                     isinstance(func, ast.Attribute) and getattr(func.value, "id", None) == "kernels")):
@@ -219,7 +220,7 @@ def screen(tree: ast.Module) -> bool:
                     and isinstance(node.args[0].value, str) and is_kernel_module(node.args[0].value):
                 return True
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call) and _FLASHY.search(node.attr) and \
-                getattr(node.value.func, "attr", getattr(node.value.func, "id", None)) == "get_kernel":
+                ast_ident(node.value.func) == "get_kernel":
             return True
         if isinstance(node, ast.Attribute) and (node.attr in _KERNEL_OPS or (
                 is_kernel_module(node.attr) and isinstance(node.value, ast.Attribute) and node.value.attr == "ops")):
