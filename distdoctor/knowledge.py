@@ -35,6 +35,8 @@ class Signature:
     weight: float = 1.0
     when: str | None = None  # counts only if this regex matches some line of the same input
     unless: str | None = None  # does not count if this regex matches some line of the same input
+    when_ranks_differ: str | None = None  # counts only if this regex's `value` group differs between ranks
+    unless_ranks_differ: str | None = None  # does not count if it does
 
     @property
     def compiled(self) -> re.Pattern[str]:
@@ -75,7 +77,7 @@ class Entry:
     @property
     def signatures(self) -> list[Signature]:
         return [Signature(s["regex"], s["proves"], s["kind"], float(s.get("weight", 1.0)), s.get("when"),
-                          s.get("unless")) for s in self.block.get("signatures", [])]
+                          s.get("unless"), s.get("when_ranks_differ"), s.get("unless_ranks_differ")) for s in self.block.get("signatures", [])]
 
     @property
     def keywords(self) -> list[str]:

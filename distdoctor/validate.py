@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from distdoctor import knowledge, paths
+from distdoctor.diagnose.matcher import anchors_of, ranks_differ
 
 MAX_BYTES = 2_000_000  # a knowledge file larger than this is a mistake, not documentation
 SKILL_KEYS = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
@@ -204,6 +205,12 @@ class Validator:
                             self.add(e.file, block_line, f"{where}: {field} regex matches an empty line")
                     except re.error as exc:
                         self.add(e.file, block_line, f"{where}: {field} regex does not compile: {exc}")
+            if "when_ranks_differ" in sig:
+                self.check_ranks_differ(e, block_line, f"{where}: when_ranks_differ", sig["when_ranks_differ"],
+                                        quote_lines)
+            if "unless_ranks_differ" in sig:
+                self.check_ranks_differ(e, block_line, f"{where}: unless_ranks_differ", sig["unless_ranks_differ"],
+                                        None)
             if sig["regex"].startswith("^"):
                 self.add(e.file, block_line, f"{where}: anchored with '^', but log lines carry prefixes like '[rank3]:'")
             if rx.search(""):
@@ -223,6 +230,25 @@ class Validator:
                 continue
             if rx.search(""):
                 self.add(e.file, block_line, f"entry {e.cause!r} keyword {n} ({kw!r}): matches an empty string")
+
+    def check_ranks_differ(self, e: knowledge.Entry, block_line: int, where: str, regex: str,
+                           quote_lines: list[str] | None) -> None:
+        """A `when_ranks_differ` / `unless_ranks_differ` regex compiles, names its value, has a literal (it
+        makes lines candidates), matches no empty line and (`when_`: quote_lines given) finds values in
+        the entry's own quotes."""
+        try:
+            rx = re.compile(regex)
+        except re.error as exc:
+            self.add(e.file, block_line, f"{where} regex does not compile: {exc}")
+            return
+        if "value" not in rx.groupindex:
+            self.add(e.file, block_line, f"{where} regex has no group named 'value'")
+        elif rx.search(""):
+            self.add(e.file, block_line, f"{where} regex matches an empty line")
+        elif not anchors_of(regex)[0]:
+            self.add(e.file, block_line, f"{where} regex has no literal text to find its lines by")
+        elif quote_lines is not None and not any(rx.search(ln) for ln in quote_lines):
+            self.add(e.file, block_line, f"{where} regex matches no line of the entry's own quoted text")
 
     def check_quote(self, e: knowledge.Entry, q: knowledge.Quote) -> None:
         if not q.text.strip():
@@ -268,6 +294,8 @@ class Validator:
                     if b.cause == a.cause or b.cause in a.related or a.cause in b.related:
                         continue
                     for q in b.quotes:
+                        if "when_ranks_differ" in sig and not ranks_differ(q.text.splitlines(), sig["when_ranks_differ"]):
+                            continue  # the signature cannot count on this text: its condition does not hold there
                         hit = next((ln for ln in q.text.splitlines() if rx.search(ln)), None)
                         if hit is not None:
                             self.add(a.file, a.line + 2,

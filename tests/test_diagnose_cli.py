@@ -153,6 +153,27 @@ def test_real_torchrun_failure_is_diagnosed(tmp_path):
         assert "is invalid for input of size" in out["first_failure"]["text"]
 
 
+@pytest.mark.torchrun
+@pytest.mark.parametrize("program,nproc,cause,rank", [
+    ("fail_uneven_batches.py", 2, "dataloader_uneven", 1),      # gloo aborts the rank that left the loop first
+    ("fail_monitored_barrier.py", 2, "collective_timeout", 0),  # the barrier names the late rank, not a reason
+])
+def test_real_collective_failures_are_diagnosed(tmp_path, program, nproc, cause, rank):
+    """The corpus programs run again for real: the fresh output gets the cause its recorded log got."""
+    from distdoctor.runner import run_torchrun
+    res = run_torchrun(ROOT / "evals" / "programs" / program, nproc=nproc, timeout=90)
+    assert res.returncode not in (0, None), res.output[-2000:]
+    r = run("-", "--json", stdin=res.output.encode())
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["causes"][0]["id"] == cause, res.output[-3000:]
+    if program == "fail_uneven_batches.py":
+        # gloo either aborts on the size mismatch (rank 1 first) or every rank times out (no rank first)
+        assert out["first_failure"]["rank"] in (rank, None)
+        assert any(e["kind"] == "ranks differ" for e in out["causes"][0]["evidence"])
+    else:
+        assert out["first_failure"]["rank"] == rank
+
+
 def test_bad_knowledge_base_is_an_input_error(tmp_path):
     (tmp_path / "a.md").write_text("### port_in_use — x\n\n```yaml\ncause: port_in_use\npatch: null\n```\n")
     r = run("--references", str(tmp_path), "-", stdin=FAIL.encode())

@@ -251,3 +251,84 @@ def test_when_and_unless_conditions_look_at_the_whole_input():
     assert "single_process_launch" not in [c["id"] for c in launched["causes"]]
     # the condition came after the signature's line: conditions are settled once the whole input is read
     assert [e["kind"] for e in launched["causes"][0]["evidence"]][:1] == ["first failure"]
+
+
+GLOO_TIMEOUT = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+                "Timed out waiting 5000ms for recv operation to complete")
+
+
+def _causes(text: str) -> list[str]:
+    return [c["id"] for c in diagnose_text(text)["causes"]]
+
+
+def test_batch_counts_that_differ_between_ranks_explain_a_timeout():
+    uneven = f"[rank0]: 3 batches\n[rank1]: 2 batches\n[rank0]: {GLOO_TIMEOUT}\n"
+    r = diagnose_text(uneven)
+    assert r["causes"][0]["id"] == "dataloader_uneven"
+    # the counts that differ lead the evidence, after the first failure's own line
+    kinds = [(e["kind"], e["rank"]) for e in r["causes"][0]["evidence"]][:3]
+    assert kinds == [("first failure", 0), ("ranks differ", 0), ("ranks differ", 1)]
+    assert r["causes"][0]["evidence"][1]["proves"] == "rank 0 reports 3; rank 1 reports 2"
+    # the generic readings of the same line step aside
+    assert "rank_conditional_collective" not in _causes(uneven) and "collective_timeout" not in _causes(uneven)
+
+
+def test_equal_batch_counts_leave_a_timeout_to_the_generic_causes():
+    even = f"[rank0]: 2 batches\n[rank1]: 2 batches\n[rank0]: {GLOO_TIMEOUT}\n"
+    got = _causes(even)
+    assert "dataloader_uneven" not in got and got[0] == "rank_conditional_collective"
+
+
+def test_batch_counts_read_from_interleaved_output_and_rank_words():
+    # two ranks' prints on one line, no rank prefixes: the rank comes from the regex's rank group
+    assert _causes(f"rank 1: 2 batchesrank 0: 3 batches\n{GLOO_TIMEOUT}\n")[0] == "dataloader_uneven"
+    # counts with no rank anywhere cannot be compared
+    assert "dataloader_uneven" not in _causes(f"3 batches\n2 batches\n{GLOO_TIMEOUT}\n")
+
+
+def test_rank_values_are_bounded():
+    from distdoctor.diagnose.engine import RankValues
+    from distdoctor.diagnose.events import Line
+    rv = RankValues()
+    ln = Line(0, "f", 1, 0, None, "x", [])
+    for r in range(RankValues.MAX_RANKS + 50):
+        for v in range(RankValues.MAX_VALUES + 5):
+            rv.add("c", r, str(v), ln)
+    assert len(rv.values["c"]) == RankValues.MAX_RANKS
+    assert max(len(v) for v in rv.values["c"].values()) == RankValues.MAX_VALUES
+    assert rv.differing() == {}
+
+
+def test_explicit_monitored_barrier_names_a_late_rank_not_a_reason():
+    late = ("[rank0]: RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 3000 ms\n")
+    explicit = ('[rank0]:   File "/x/torch/distributed/distributed_c10d.py", line 5435, in monitored_barrier\n' + late)
+    checked = ('[rank0]:   File "/x/torch/distributed/distributed_c10d.py", line 3245, in all_reduce\n' + late)
+    assert _causes(explicit)[0] == "collective_timeout"
+    # the same message from a collective checked under TORCH_DISTRIBUTED_DEBUG=DETAIL
+    assert _causes(checked)[0] == "rank_conditional_collective" and "collective_timeout" not in _causes(checked)
+
+
+def test_a_log_cut_inside_a_traceback_still_has_that_ranks_failure():
+    cut = textwrap.dedent("""\
+        [rank8]:   File "recipes/train_ft.py", line 981, in run_train_validation_loop
+        [rank8]:     self.save_checkpoint(
+        [rank8]:   File "checkpoint/checkpointing.py", line 2011, in _create_dirs
+        [rank8]:     os.makedirs(directory, exist_ok=True)
+        [rank8]:   File "<frozen os>", line 225, in makedirs
+        """)
+    r = diagnose_text(cut)
+    assert r["first_failure"]["rank"] == 8
+    assert r["first_failure"]["text"].endswith("in makedirs")  # the last frame, where it failed
+    assert r["causes"][0]["id"] == "download_race"
+    # a frame with no header after other lines of the same rank is stray: no event of its own
+    frames = '[rank2]:   File "a.py", line 3, in f\n[rank2]:   File "b.py", line 9, in g\n'
+    assert diagnose_text(frames)["first_failure"]["rank"] == 2
+    stray = "[rank2]: Timeout for this group: 30 min\n" + frames
+    assert diagnose_text(stray)["first_failure"] is None
+
+
+def test_a_silent_run_gets_a_next_step_that_checks_the_process_group():
+    r = diagnose_text("step 00002/00003 | loss: 5.854676\nTotal training time: 0.00m\n",
+                      context="torchrun on 2 ranks exits 0, but are the ranks really training one model together?")
+    assert r["first_failure"] is None and r["causes"][0]["id"] == "single_process_launch"
+    assert r["next_step"].startswith("Nothing failed in these logs.") and "is_initialized()" in r["next_step"]

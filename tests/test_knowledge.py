@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from distdoctor import knowledge, paths
+from distdoctor.diagnose.matcher import matcher_for
 from distdoctor.runner import run_torchrun
 
 TAXONOMY = paths.taxonomy_path()
@@ -128,12 +129,14 @@ def test_entries_recognise_their_own_quotes():
 
 
 def _matching(lines: list[str], kinds: tuple[str, ...]) -> dict[str, float]:
-    """cause -> summed weight of its signatures of the given kinds that match some line."""
+    """cause -> summed weight of its signatures of the given kinds that match some line, where their
+    conditions (`when`, `unless`, `when_ranks_differ`, ...) hold over the same lines."""
+    matcher = matcher_for()
+    seen = matcher.conditions_in(lines)
     out: dict[str, float] = {}
-    for e in knowledge.load_entries():
-        for s in e.signatures:
-            if s.kind in kinds and any(s.compiled.search(ln) for ln in lines):
-                out[e.cause] = out.get(e.cause, 0.0) + s.weight
+    for s in matcher.signatures:
+        if s.kind in kinds and s.active(seen) and any(s.regex.search(ln) for ln in lines):
+            out[s.cause] = out.get(s.cause, 0.0) + s.weight
     return out
 
 

@@ -275,3 +275,26 @@ def test_cli_exit_codes_and_format(tree: Path):
     assert usage.returncode == 2 and "not a directory" in usage.stderr
     helped = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0 and "--root" in helped.stdout
+
+
+def test_ranks_differ_condition_is_checked(tree: Path):
+    md = tree / "references" / "hangs-and-collectives.md"
+    good = 'when_ranks_differ: "(?:rank (?P<rank>\\\\d+)\\\\D{0,20}?)?\\\\b(?P<value>\\\\d+) batches"'
+    _replace(md, good, 'when_ranks_differ: "(?P<count>\\\\d+) batches"')
+    out = _run(tree)
+    assert any("entry 'dataloader_uneven' field signatures/2/when_ranks_differ" in p for p in out), out  # the schema
+    _replace(md, 'when_ranks_differ: "(?P<count>\\\\d+) batches"', 'when_ranks_differ: "(?P<value>\\\\d+) epochs"')
+    out = _run(tree)
+    assert any("when_ranks_differ regex matches no line of the entry's own quoted text" in p for p in out), out
+
+
+def test_ranks_differ_signature_cross_matches_only_where_its_condition_holds(tree: Path):
+    # dataloader_uneven's "Timed out waiting ..." signature is not related to checkpoint_all_ranks, whose quote
+    # holds that line too; no rank counts batches there, so the signature could never count on that text
+    assert _run(tree) == []
+    md = tree / "references" / "hangs-and-collectives.md"
+    _replace(md, '''  - regex: "Timed out waiting \\\\d+ms for (recv|send) operation to complete"
+    when_ranks_differ:''', '''  - regex: "Timed out waiting \\\\d+ms for (recv|send) operation to complete"
+    unless_ranks_differ:''')
+    out = _run(tree)
+    assert any("entry 'dataloader_uneven'" in p and "'checkpoint_all_ranks'" in p for p in out), out

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from distdoctor.diagnose.events import AGENT, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
-from distdoctor.diagnose.matcher import CompiledSignature, Matcher, matcher_for
+from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
 from distdoctor.diagnose.prefixes import parse_timestamp, split_prefix, strip_ansi
 from distdoctor.diagnose.scanner import Prefilter
 from distdoctor.diagnose.sources import InputError, ScanStats, Source, blocks, expand
@@ -20,6 +20,38 @@ KEYWORD_WEIGHT = 2.0
 THIN_SCORE = 4.0
 
 
+class RankValues:
+    """Values each rank reported for each `when_ranks_differ` regex, in bounded memory."""
+
+    MAX_RANKS = 4096
+    MAX_VALUES = 8
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[int, set[str]]] = defaultdict(dict)
+        self.lines: dict[str, dict[int, Line]] = defaultdict(dict)  # the first such line of each rank
+
+    def add(self, cond: str, rank: int, value: str, ln: Line) -> None:
+        per_rank = self.values[cond]
+        seen = per_rank.get(rank)
+        if seen is None:
+            if len(per_rank) >= self.MAX_RANKS:
+                return
+            seen = per_rank[rank] = set()
+            self.lines[cond][rank] = ln
+        if len(seen) < self.MAX_VALUES:
+            seen.add(value)
+
+    def differing(self) -> dict[str, list[tuple[int, Line, list[str]]]]:
+        """Where two ranks reported different values: (rank, its first such line, its values) for both."""
+        out = {}
+        for cond, per_rank in self.values.items():
+            ranks = sorted(per_rank)
+            other = next((r for r in ranks[1:] if per_rank[r] != per_rank[ranks[0]]), None)
+            if other is not None:
+                out[cond] = [(r, self.lines[cond][r], sorted(per_rank[r])) for r in (ranks[0], other)]
+        return out
+
+
 class _Tally:
     """Signature counts and the first few evidence lines per cause, in bounded memory."""
 
@@ -29,6 +61,7 @@ class _Tally:
         self.evidence: dict[str, list[dict]] = defaultdict(list)
         self.agent_echoes: dict[tuple[str, int], int] = defaultdict(int)
         self.conditions: set[str] = set()  # `when` / `unless` regexes seen in some line
+        self.rank_values = RankValues()
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
@@ -66,9 +99,26 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 if matcher.conditions:
                     tally.conditions.update(matcher.match_conditions(text))
                 ln = Line(idx, src.name, line_no, rank, ts, text, hits, body)
+                if matcher.rank_values:
+                    for cond, named, value in matcher.match_rank_values(text):
+                        who = named if named is not None else rank
+                        if who is not None:
+                            tally.rank_values.add(cond, who, value, ln)
                 for h in hits:
                     tally.add(ln, h)
                 builder.feed(ln, body)
+
+
+def _add_rank_value_evidence(tally: _Tally, matcher: Matcher, differing: dict) -> None:
+    """Where two ranks reported different values, their lines lead the evidence of the causes this enables."""
+    for sig in matcher.signatures:
+        if sig.differs in differing and (sig.cause, sig.index) in tally.counts:
+            ev = tally.evidence[sig.cause]
+            (r0, _, v0), (r1, _, v1) = differing[sig.differs]
+            lines = [{"file": ln.file, "line": ln.line, "text": ln.text[:500], "rank": r, "kind": "ranks differ",
+                      "proves": f"rank {r0} reports {', '.join(v0)}; rank {r1} reports {', '.join(v1)}"}
+                     for r, ln, _ in differing[sig.differs]]
+            ev[:0] = [e for e in lines if not any((x["file"], x["line"]) == (e["file"], e["line"]) for x in ev)]
 
 
 def _score(tally: _Tally) -> dict[str, float]:
@@ -104,9 +154,12 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         if progress is not None:
             progress(files, stats)
 
+    differing = tally.rank_values.differing()
+    tally.conditions.update(differs_key(c) for c in differing)
     seen = tally.conditions
-    if any(s.when or s.unless for s in matcher.signatures):
+    if any(s.conditional for s in matcher.signatures):
         builder.keep_hits(lambda h: h.active(seen))  # a signature whose condition failed did not match
+    _add_rank_value_evidence(tally, matcher, differing)
     scores = _score(tally)
     found = find_first_failure(builder)
     first, first_line, echoes, alike = found.event, found.line, found.echoes, found.all_ranks
@@ -176,7 +229,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         "fix": _first_paragraph(top.section("Fix")) if top else None,
         "verify": top.verify if top else None,
         "echoes": echo_list,
-        "next_step": _next_step(causes, first) if thin else None,
+        "next_step": _next_step(causes, first, first_line is not None or bool(echoes)) if thin else None,
         "errors": [{"path": e["path"], "error": e["error"]} for e in errors],
         "stats": {"files": files, "bytes": stats.bytes, "lines": stats.lines, "candidates": stats.candidates,
                   "cut_lines": stats.cut_lines, "invalid_utf8": stats.invalid_utf8, "engine": pre.engine,
@@ -201,7 +254,13 @@ def _first_paragraph(text: str) -> str:
     return "\n\n".join(out)
 
 
-def _next_step(causes: list[dict], first: Event | None) -> str:
+def _next_step(causes: list[dict], first: Event | None, failed: bool = True) -> str:
+    if causes and not failed:
+        return ("Nothing failed in these logs. To see whether the ranks really train together: run "
+                "scripts/probe.py under the same launch line (every rank must report its own rank, the expected "
+                "world size and an all_reduce that adds up), then have the program itself print, on every rank after "
+                "its set-up, torch.distributed.is_initialized() and get_world_size(), and a checksum of the "
+                "parameters after a few steps: False, 1, or checksums that differ mean each rank trains alone.")
     if not causes:
         return ("No known signature matched. Re-run with per-rank logs (torchrun --log-dir DIR --tee 3), "
                 "TORCH_DISTRIBUTED_DEBUG=INFO and NCCL_DEBUG=INFO, and a short init_process_group timeout; "

@@ -109,6 +109,8 @@ class Event:
         for ln in self.lines:
             if ERRORISH.search(ln.body) and not FRAME.match(ln.body):
                 return ln
+        if self.kind == "traceback" and len(self.lines) > 1:
+            return self.lines[-1]  # cut before its exception line: the last frame is where it failed
         return self.first
 
 
@@ -135,6 +137,7 @@ class EventBuilder:
         self._colon: dict[int, Event] = {}
         self._last_tb: dict[int, Event] = {}
         self._last_ts: dict[int, tuple[int, tuple]] = {}
+        self._seen: set[tuple[int, int | None]] = set()  # (source, rank) pairs that had a line before
         self.dropped = 0
 
     def _add(self, ev: Event) -> None:
@@ -208,6 +211,8 @@ class EventBuilder:
             if last is not None and not last.closed and not TRACEBACK.search(body):
                 key, ev = (ln.src, last.rank), last
                 ln.rank = last.rank
+        first_of_rank = key not in self._seen
+        self._seen.add(key)
         last_ts = self._last_ts.get(ln.src)
         if ln.ts is not None:
             self._last_ts[ln.src] = (ln.line, ln.ts)
@@ -243,7 +248,13 @@ class EventBuilder:
                 self.open.pop(key, None)
             return
         if FRAME.match(body) and FRAME.match(body)["comma"]:
-            return  # a stray traceback frame (its header was not seen): no event of its own
+            if first_of_rank:
+                # the log (or a quote of it) starts inside this rank's traceback: the rest of it is an event
+                ev = Event("traceback", ln, [ln])
+                self.open[key] = ev
+                self._last_tb[ln.src] = ev
+                self._add(ev)
+            return  # otherwise a stray traceback frame (its header was not seen): no event of its own
         ev = Event("line", ln, [ln])
         self._add(ev)
         if body.rstrip().endswith(":") and ERRORISH.search(body):

@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as sre_c  # type: ignore[no-redef]
 
 from distdoctor import paths
+from distdoctor.diagnose.prefixes import split_prefix
 from distdoctor.knowledge import Entry, KnowledgeError, load_entries
 
 # Log syntax every diagnosis needs, whatever the knowledge base says: where a traceback starts,
@@ -69,10 +70,41 @@ class CompiledSignature:
     ignore_case: bool
     when: str | None = None  # condition regexes (Matcher.conditions), see Signature
     unless: str | None = None
+    differs: str | None = None  # a `when_ranks_differ` regex (Matcher.rank_values)
+    not_differs: str | None = None  # an `unless_ranks_differ` regex
 
     def active(self, seen: set[str]) -> bool:
-        """Whether this signature counts, given the condition regexes seen anywhere in the input."""
-        return (self.when is None or self.when in seen) and (self.unless is None or self.unless not in seen)
+        """Whether this signature counts, given the conditions met anywhere in the input."""
+        return ((self.when is None or self.when in seen) and (self.unless is None or self.unless not in seen)
+                and (self.differs is None or differs_key(self.differs) in seen)
+                and (self.not_differs is None or differs_key(self.not_differs) not in seen))
+
+    @property
+    def conditional(self) -> bool:
+        return bool(self.when or self.unless or self.differs or self.not_differs)
+
+
+def differs_key(regex: str) -> str:
+    """How a met `when_ranks_differ` condition is named among the conditions seen in an input."""
+    return "ranks differ: " + regex
+
+
+def ranks_differ(lines: list[str], regex: str | re.Pattern[str]) -> bool:
+    """Whether two ranks report different values for a `when_ranks_differ` regex in a few lines of text
+    (the rank from the regex's rank group, else from the line's prefix). The engine does the same while
+    streaming, in bounded memory (engine.RankValues)."""
+    rx = re.compile(regex) if isinstance(regex, str) else regex
+    if "value" not in rx.groupindex:
+        return False
+    values: dict[int, set[str]] = {}
+    for line in lines:
+        prefixed = split_prefix(line)[0]
+        for m in rx.finditer(line):
+            named = m.groupdict().get("rank")
+            rank = int(named) if named is not None else prefixed
+            if rank is not None:
+                values.setdefault(rank, set()).add(m.group("value"))
+    return len({frozenset(v) for v in values.values()}) > 1
 
 
 def _literal_options(items, ignore_case: bool) -> list[list[str]]:
@@ -179,13 +211,20 @@ class Matcher:
             for i, s in enumerate(e.signatures):
                 anchors, ic = anchors_of(s.regex)
                 self.signatures.append(CompiledSignature(e.cause, i, re.compile(s.regex), s.kind, s.weight,
-                                                         s.proves, anchors, ic, s.when, s.unless))
+                                                         s.proves, anchors, ic, s.when, s.unless,
+                                                         s.when_ranks_differ, s.unless_ranks_differ))
         # Conditions (`when` / `unless`) name no cause and add no candidate lines: they are looked for on
         # the lines the prefilter reads anyway (errors, tracebacks, the launcher's summary blocks).
         self.conditions: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = []
         for c in sorted({c for sig in self.signatures for c in (sig.when, sig.unless) if c}):
             anchors, ic = anchors_of(c)
             self.conditions.append((c, re.compile(c), () if ic else anchors))
+        # Per-rank values (`when_ranks_differ`): progress lines such as "rank 1: 2 batches" are not
+        # errors, so their literals do make lines candidates.
+        self.rank_values: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = []
+        for c in sorted({c for sig in self.signatures for c in (sig.differs, sig.not_differs) if c}):
+            anchors, ic = anchors_of(c)
+            self.rank_values.append((c, re.compile(c), () if ic else anchors))
         # Smart case: a keyword written in lower case matches any case; one with capitals
         # (MASTER_ADDR, IB, RoCE) matches as written, so "RoCE" does not match "process".
         self.keywords = [(e.cause, re.compile(k, 0 if re.sub(r"\\.", "", k) != re.sub(r"\\.", "", k).lower() else re.I))
@@ -195,6 +234,8 @@ class Matcher:
             for a in sig.anchors:
                 # Case-insensitive signatures: the usual spellings of the anchor are searched.
                 words.update({a, a.lower(), a.upper(), a.capitalize()} if sig.ignore_case else {a})
+        for _, rx, anchors in self.rank_values:
+            words.update(anchors)
         # Signatures without any literal are searched over whole blocks with their own regex.
         self.unanchored = [s for s in self.signatures if not s.anchors]
         self.prefilter_words = words
@@ -222,6 +263,22 @@ class Matcher:
         """The condition regexes (`when` / `unless` of some signature) found in one line."""
         return [c for c, rx, anchors in self.conditions
                 if (not anchors or any(a in text for a in anchors)) and rx.search(text)]
+
+    def match_rank_values(self, text: str) -> list[tuple[str, int | None, str]]:
+        """(condition, rank named in the line or None, value) for each `when_ranks_differ` regex found in one line."""
+        out = []
+        for c, rx, anchors in self.rank_values:
+            if anchors and not any(a in text for a in anchors):
+                continue
+            for m in rx.finditer(text):  # interleaved output may hold several ranks' reports on one line
+                rank = m.groupdict().get("rank")
+                out.append((c, int(rank) if rank is not None else None, m.group("value")))
+        return out
+
+    def conditions_in(self, lines: list[str]) -> set[str]:
+        """The conditions met by a few lines of text held in memory (quotes, a test's output)."""
+        seen = {c for ln in lines for c in self.match_conditions(ln)}
+        return seen | {differs_key(c) for c, rx, _ in self.rank_values if ranks_differ(lines, rx)}
 
     def match_keywords(self, text: str) -> list[tuple[str, str, str]]:
         """(cause, keyword regex, matched words) for each entry keyword found in what a person wrote."""
