@@ -281,7 +281,10 @@ def test_equal_batch_counts_leave_a_timeout_to_the_generic_causes():
 
 def test_batch_counts_read_from_interleaved_output_and_rank_words():
     # two ranks' prints on one line, no rank prefixes: the rank comes from the regex's rank group
-    assert _causes(f"rank 1: 2 batchesrank 0: 3 batches\n{GLOO_TIMEOUT}\n")[0] == "dataloader_uneven"
+    r = diagnose_text(f"rank 1: 2 batchesrank 0: 3 batches\n{GLOO_TIMEOUT}\n")
+    assert r["causes"][0]["id"] == "dataloader_uneven"
+    shown = [e for e in r["causes"][0]["evidence"] if e["kind"] == "ranks differ"]
+    assert [(e["line"], e["rank"]) for e in shown] == [(1, None)]  # one line holding both ranks' counts
     # counts with no rank anywhere cannot be compared
     assert "dataloader_uneven" not in _causes(f"3 batches\n2 batches\n{GLOO_TIMEOUT}\n")
 

@@ -150,6 +150,36 @@ def test_malformed_case_file_names_line_and_field(tmp_path: Path, content: str, 
     assert expect in str(exc.value) and "\n" not in str(exc.value)
 
 
+def test_per_rank_files_reach_the_responders(tmp_path: Path) -> None:
+    """A case recorded with torchrun --log-dir carries its per-rank files; the console alone names no cause."""
+    logs = ROOT / "tests" / "data" / "logs"
+    folder = logs / "gen_rank0_allreduce_logdir.d"
+    files = {f.relative_to(folder).as_posix(): f.read_text(encoding="utf-8") for f in sorted(folder.rglob("*.log"))}
+    case = {"id": "logdir", "log": (logs / "gen_rank0_allreduce_logdir.log").read_text(encoding="utf-8"),
+            "files": files, "source": "produced here: test", "expected_cause": "rank_conditional_collective"}
+    write_cases(tmp_path / "cases.jsonl", [case])
+    rc, out, err = score_json(tmp_path)
+    assert rc == 0 and out["top1"] == 1.0, (err, out)
+    assert out["cases"][0]["got"] == "rank_conditional_collective"
+    # an agent sees the same files, by relative path
+    spy = tmp_path / "spy"
+    spy.mkdir()
+    score_json(tmp_path, "--agent-cmd", agent("spy", spy))
+    got = json.loads((spy / "logdir.json").read_text())["stdin"]
+    assert set(got) == {"id", "log", "context", "files"} and got["files"] == files
+    # without the files, the console's torchrun summary alone is not enough
+    write_cases(tmp_path / "cases.jsonl", [{k: v for k, v in case.items() if k != "files"}])
+    assert score_json(tmp_path)[1]["cases"][0]["got"] != "rank_conditional_collective"
+
+
+def test_case_file_paths_must_stay_inside_their_folder(tmp_path: Path) -> None:
+    bad = {"id": "x", "log": "boom", "files": {"../etc/passwd": "x"}, "source": "s", "expected_cause": "port_in_use"}
+    p = write_cases(tmp_path / "cases.jsonl", [bad])
+    with pytest.raises(CaseError) as exc:
+        load_cases(p)
+    assert "cases.jsonl:1: field files" in str(exc.value)
+
+
 def test_cli_bad_inputs_exit_2_with_one_line(tmp_path: Path) -> None:
     binary = tmp_path / "bin.jsonl"
     binary.write_bytes(b"\x00\x01\x02garbage")

@@ -9,7 +9,7 @@ from collections import defaultdict
 from distdoctor.diagnose.events import AGENT, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
-from distdoctor.diagnose.prefixes import parse_timestamp, split_prefix, strip_ansi
+from distdoctor.diagnose.prefixes import parse_timestamp, rank_from_path, split_prefix, strip_ansi
 from distdoctor.diagnose.scanner import Prefilter
 from distdoctor.diagnose.sources import InputError, ScanStats, Source, blocks, expand
 
@@ -115,10 +115,16 @@ def _add_rank_value_evidence(tally: _Tally, matcher: Matcher, differing: dict) -
         if sig.differs in differing and (sig.cause, sig.index) in tally.counts:
             ev = tally.evidence[sig.cause]
             (r0, _, v0), (r1, _, v1) = differing[sig.differs]
-            lines = [{"file": ln.file, "line": ln.line, "text": ln.text[:500], "rank": r, "kind": "ranks differ",
-                      "proves": f"rank {r0} reports {', '.join(v0)}; rank {r1} reports {', '.join(v1)}"}
-                     for r, ln, _ in differing[sig.differs]]
-            ev[:0] = [e for e in lines if not any((x["file"], x["line"]) == (e["file"], e["line"]) for x in ev)]
+            proves = f"rank {r0} reports {', '.join(v0)}; rank {r1} reports {', '.join(v1)}"
+            lines: list[dict] = []
+            for r, ln, _ in differing[sig.differs]:
+                same = [e for e in lines + ev if (e["file"], e["line"]) == (ln.file, ln.line)]
+                if same:  # both ranks' reports on one (interleaved) line
+                    same[0]["rank"] = None if same[0]["kind"] == "ranks differ" else same[0]["rank"]
+                    continue
+                lines.append({"file": ln.file, "line": ln.line, "text": ln.text[:500], "rank": r,
+                              "kind": "ranks differ", "proves": proves})
+            ev[:0] = lines
 
 
 def _score(tally: _Tally) -> dict[str, float]:
@@ -281,8 +287,16 @@ def diagnose_paths(paths: list[str], context: str | None = None, references_root
     return result
 
 
-def diagnose_text(text: str, context: str | None = None, name: str = "<text>", references_root=None) -> dict:
-    """Diagnose a log given as a string (may be empty when only `context` is known)."""
+def diagnose_text(text: str, context: str | None = None, name: str = "<text>", references_root=None,
+                  files: dict[str, str] | None = None) -> dict:
+    """Diagnose a log given as a string (may be empty when only `context` is known), with optional per-rank
+    files given as {relative path: text} (the rank comes from the path, as for a folder on disk)."""
+    sources = [_text_source(name, text, None)]
+    for rel, body in sorted((files or {}).items()):
+        sources.append(_text_source(rel, body, rank_from_path(rel)))
+    return diagnose_sources(sources, context, references_root)
+
+
+def _text_source(name: str, text: str, rank: int | None) -> Source:
     data = (text or "").encode("utf-8", "replace")
-    src = Source(name, lambda: io.BytesIO(data), None)
-    return diagnose_sources([src], context, references_root)
+    return Source(name, lambda: io.BytesIO(data), rank)

@@ -78,6 +78,10 @@ def case_from_log(log: Path, taxonomy: dict[str, dict]) -> Case:
         obj["also"] = also
     if isinstance(ffr, int):
         obj["first_failure_rank"] = ffr
+    folder = log.with_name(log.name[:-len(".log")] + ".d")
+    if folder.is_dir():  # torchrun --log-dir output recorded with the console log
+        obj["files"] = {f.relative_to(folder).as_posix(): truncate(f.read_text(encoding="utf-8", errors="replace"))
+                        for f in sorted(folder.rglob("*")) if f.is_file()}
     validate_case(obj, where)
     return _case(obj)
 
@@ -116,7 +120,7 @@ def _case(obj: dict) -> Case:
     return Case(id=obj["id"], log=obj["log"], source=obj["source"], expected_cause=obj["expected_cause"],
                 context=obj.get("context", ""), expected_patch=obj.get("expected_patch"),
                 also=tuple(obj.get("also", ())), first_failure_rank=obj.get("first_failure_rank"),
-                tags=tuple(obj.get("tags", ())))
+                tags=tuple(obj.get("tags", ())), files=tuple(sorted(obj.get("files", {}).items())))
 
 
 def build(logs: Path = LOGS, words: Path = WORDS, taxonomy: dict[str, dict] | None = None) -> list[Case]:

@@ -31,10 +31,14 @@ class Case:
     first_failure_rank: int | None = None
     tags: tuple[str, ...] = ()
     line: int = 0
+    files: tuple[tuple[str, str], ...] = ()  # per-rank log files (relative path, text) beside the log
 
     def payload(self) -> dict:
-        """What a responder sees: the log and the person's words, never the expected answer or its source."""
-        return {"id": self.id, "log": self.log, "context": self.context}
+        """What a responder sees: the logs and the person's words, never the expected answer or its source."""
+        out = {"id": self.id, "log": self.log, "context": self.context}
+        if self.files:
+            out["files"] = dict(self.files)
+        return out
 
     @property
     def origin(self) -> str:
@@ -102,7 +106,7 @@ def parse_cases(text: str, name: str, causes: set[str] | None = None) -> list[Ca
         out.append(Case(id=obj["id"], log=obj["log"], source=obj["source"], expected_cause=obj["expected_cause"],
                         context=obj.get("context", ""), expected_patch=obj.get("expected_patch"),
                         also=tuple(obj.get("also", ())), first_failure_rank=obj.get("first_failure_rank"),
-                        tags=tuple(obj.get("tags", ())), line=n))
+                        tags=tuple(obj.get("tags", ())), line=n, files=tuple(sorted(obj.get("files", {}).items()))))
     if not out:
         raise CaseError(f"{name}: no cases in the file")
     return out
@@ -132,6 +136,8 @@ def load_cases(path: str | Path, causes: set[str] | None = None) -> list[Case]:
 def case_to_json(case: Case) -> dict:
     """The JSONL form of a case (omitting empty optional fields)."""
     d: dict = {"id": case.id, "log": case.log, "source": case.source}
+    if case.files:
+        d["files"] = dict(case.files)
     if case.context:
         d["context"] = case.context
     d["expected_cause"] = case.expected_cause

@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="run_evals.py",
         description="Score a responder (the built-in diagnosis, an external agent, or recorded answers) on "
                     "distdoctor's eval cases: per-cause accuracy, top-1/top-3, confusions; writes RESULTS.md.",
-        epilog="An agent gets the case as JSON on stdin ({id, log, context}; never the expected answer) and "
+        epilog="An agent gets the case as JSON on stdin ({id, log, context} and, for torchrun --log-dir cases, files: {relative path: text}; never the expected answer) and "
                "DISTDOCTOR_SKILL=<path of SKILL.md> in its environment; it answers with a JSON object "
                '{"cause": ID, "patch": ID-or-null, "causes": [ranked ids]} or a last line "CAUSE: <id>". '
                "Exit: 0 ok, 1 below --min-top1 or a closed-loop failure, 2 bad input.")

@@ -146,8 +146,13 @@ class BuiltinResponder:
         except (TypeError, ValueError):
             params = {}
         self._takes_context = "context" in params
+        self._takes_files = "files" in params
 
-    def diagnose(self, log: str, context: str = "") -> dict:
+    def diagnose(self, log: str, context: str = "", files: dict[str, str] | None = None) -> dict:
+        if files and self._takes_files:
+            return self._diagnose(log, context=context, files=files)
+        if files:  # an engine that reads one text: the per-rank files follow the console log
+            log = "\n".join([log] + [files[k] for k in sorted(files)])
         if self._takes_context:
             return self._diagnose(log, context=context)
         return self._diagnose(log + ("\n" + context if context else ""))
@@ -155,7 +160,7 @@ class BuiltinResponder:
     def answer(self, case: Case) -> Answer:
         t0 = time.monotonic()
         try:
-            result = self.diagnose(case.log, case.context)
+            result = self.diagnose(case.log, case.context, dict(case.files))
         except Exception as exc:  # a crash of the engine on one case is a wrong answer, not a stopped run
             return Answer(None, error=f"diagnosis raised {type(exc).__name__}: {exc}"[:300],
                           seconds=time.monotonic() - t0)
