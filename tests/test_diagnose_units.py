@@ -334,4 +334,7 @@ def test_a_silent_run_gets_a_next_step_that_checks_the_process_group():
     r = diagnose_text("step 00002/00003 | loss: 5.854676\nTotal training time: 0.00m\n",
                       context="torchrun on 2 ranks exits 0, but are the ranks really training one model together?")
     assert r["first_failure"] is None and r["causes"][0]["id"] == "single_process_launch"
-    assert r["next_step"].startswith("Nothing failed in these logs.") and "is_initialized()" in r["next_step"]
+    assert r["next_step"].startswith("No rank logged an error") and "is_initialized()" in r["next_step"]
+    # with no log at all (a person's words only) the advice is to collect the logs first
+    words = diagnose_text("", context="torchrun on 2 ranks exits 0, but are the ranks really training together?")
+    assert words["next_step"].startswith("No rank's own error is in these logs: collect")

@@ -235,7 +235,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         "fix": _first_paragraph(top.section("Fix")) if top else None,
         "verify": top.verify if top else None,
         "echoes": echo_list,
-        "next_step": _next_step(causes, first, first_line is not None or bool(echoes)) if thin else None,
+        "next_step": _next_step(causes, first, first_line is None and not echoes and stats.lines > 0) if thin else None,
         "errors": [{"path": e["path"], "error": e["error"]} for e in errors],
         "stats": {"files": files, "bytes": stats.bytes, "lines": stats.lines, "candidates": stats.candidates,
                   "cut_lines": stats.cut_lines, "invalid_utf8": stats.invalid_utf8, "engine": pre.engine,
@@ -260,9 +260,10 @@ def _first_paragraph(text: str) -> str:
     return "\n\n".join(out)
 
 
-def _next_step(causes: list[dict], first: Event | None, failed: bool = True) -> str:
-    if causes and not failed:
-        return ("Nothing failed in these logs. To see whether the ranks really train together: run "
+def _next_step(causes: list[dict], first: Event | None, quiet_log: bool = False) -> str:
+    if causes and quiet_log:
+        return ("No rank logged an error in these logs. If the job hangs, dump every rank's stack (python "
+                "scripts/dump_stacks.py). If it finished, check that the ranks really train together: run "
                 "scripts/probe.py under the same launch line (every rank must report its own rank, the expected "
                 "world size and an all_reduce that adds up), then have the program itself print, on every rank after "
                 "its set-up, torch.distributed.is_initialized() and get_world_size(), and a checksum of the "
