@@ -77,7 +77,8 @@ class Entry:
     @property
     def signatures(self) -> list[Signature]:
         return [Signature(s["regex"], s["proves"], s["kind"], float(s.get("weight", 1.0)), s.get("when"),
-                          s.get("unless"), s.get("when_ranks_differ"), s.get("unless_ranks_differ")) for s in self.block.get("signatures", [])]
+                          s.get("unless"), s.get("when_ranks_differ"), s.get("unless_ranks_differ"))
+                for s in self.block.get("signatures", [])]
 
     @property
     def keywords(self) -> list[str]:

@@ -26,7 +26,8 @@ from pathlib import Path
 import yaml
 
 from distdoctor import knowledge, paths
-from distdoctor.diagnose.matcher import anchors_of, ranks_differ
+from distdoctor.diagnose.matcher import anchors_of
+from distdoctor.diagnose.rank_values import ranks_differ
 
 MAX_BYTES = 2_000_000  # a knowledge file larger than this is a mistake, not documentation
 SKILL_KEYS = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}

@@ -290,7 +290,7 @@ def test_batch_counts_read_from_interleaved_output_and_rank_words():
 
 
 def test_rank_values_are_bounded():
-    from distdoctor.diagnose.engine import RankValues
+    from distdoctor.diagnose.rank_values import RankValues
     from distdoctor.diagnose.events import Line
     rv = RankValues()
     ln = Line(0, "f", 1, 0, None, "x", [])

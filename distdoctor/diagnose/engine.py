@@ -10,6 +10,7 @@ from distdoctor.diagnose.events import AGENT, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
 from distdoctor.diagnose.prefixes import parse_timestamp, rank_from_path, split_prefix, strip_ansi
+from distdoctor.diagnose.rank_values import RankValues
 from distdoctor.diagnose.scanner import Prefilter
 from distdoctor.diagnose.sources import InputError, ScanStats, Source, blocks, expand
 
@@ -18,38 +19,6 @@ MAX_EVIDENCE = 5
 ECHO_BONUS = 8.0
 KEYWORD_WEIGHT = 2.0
 THIN_SCORE = 4.0
-
-
-class RankValues:
-    """Values each rank reported for each `when_ranks_differ` regex, in bounded memory."""
-
-    MAX_RANKS = 4096
-    MAX_VALUES = 8
-
-    def __init__(self) -> None:
-        self.values: dict[str, dict[int, set[str]]] = defaultdict(dict)
-        self.lines: dict[str, dict[int, Line]] = defaultdict(dict)  # the first such line of each rank
-
-    def add(self, cond: str, rank: int, value: str, ln: Line) -> None:
-        per_rank = self.values[cond]
-        seen = per_rank.get(rank)
-        if seen is None:
-            if len(per_rank) >= self.MAX_RANKS:
-                return
-            seen = per_rank[rank] = set()
-            self.lines[cond][rank] = ln
-        if len(seen) < self.MAX_VALUES:
-            seen.add(value)
-
-    def differing(self) -> dict[str, list[tuple[int, Line, list[str]]]]:
-        """Where two ranks reported different values: (rank, its first such line, its values) for both."""
-        out = {}
-        for cond, per_rank in self.values.items():
-            ranks = sorted(per_rank)
-            other = next((r for r in ranks[1:] if per_rank[r] != per_rank[ranks[0]]), None)
-            if other is not None:
-                out[cond] = [(r, self.lines[cond][r], sorted(per_rank[r])) for r in (ranks[0], other)]
-        return out
 
 
 class _Tally:
@@ -61,7 +30,7 @@ class _Tally:
         self.evidence: dict[str, list[dict]] = defaultdict(list)
         self.agent_echoes: dict[tuple[str, int], int] = defaultdict(int)
         self.conditions: set[str] = set()  # `when` / `unless` regexes seen in some line
-        self.rank_values = RankValues()
+        self.rank_values: RankValues[Line] = RankValues()
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
@@ -100,10 +69,8 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                     tally.conditions.update(matcher.match_conditions(text))
                 ln = Line(idx, src.name, line_no, rank, ts, text, hits, body)
                 if matcher.rank_values:
-                    for cond, named, value in matcher.match_rank_values(text):
-                        who = named if named is not None else rank
-                        if who is not None:
-                            tally.rank_values.add(cond, who, value, ln)
+                    for cond, who, value in matcher.match_rank_values(text, rank):
+                        tally.rank_values.add(cond, who, value, ln)
                 for h in hits:
                     tally.add(ln, h)
                 builder.feed(ln, body)

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as sre_c  # type: ignore[no-redef]
 
 from distdoctor import paths
-from distdoctor.diagnose.prefixes import split_prefix
+from distdoctor.diagnose.rank_values import ranks_differ, values_in
 from distdoctor.knowledge import Entry, KnowledgeError, load_entries
 
 # Log syntax every diagnosis needs, whatever the knowledge base says: where a traceback starts,
@@ -87,24 +87,6 @@ class CompiledSignature:
 def differs_key(regex: str) -> str:
     """How a met `when_ranks_differ` condition is named among the conditions seen in an input."""
     return "ranks differ: " + regex
-
-
-def ranks_differ(lines: list[str], regex: str | re.Pattern[str]) -> bool:
-    """Whether two ranks report different values for a `when_ranks_differ` regex in a few lines of text
-    (the rank from the regex's rank group, else from the line's prefix). The engine does the same while
-    streaming, in bounded memory (engine.RankValues)."""
-    rx = re.compile(regex) if isinstance(regex, str) else regex
-    if "value" not in rx.groupindex:
-        return False
-    values: dict[int, set[str]] = {}
-    for line in lines:
-        prefixed = split_prefix(line)[0]
-        for m in rx.finditer(line):
-            named = m.groupdict().get("rank")
-            rank = int(named) if named is not None else prefixed
-            if rank is not None:
-                values.setdefault(rank, set()).add(m.group("value"))
-    return len({frozenset(v) for v in values.values()}) > 1
 
 
 def _literal_options(items, ignore_case: bool) -> list[list[str]]:
@@ -264,16 +246,10 @@ class Matcher:
         return [c for c, rx, anchors in self.conditions
                 if (not anchors or any(a in text for a in anchors)) and rx.search(text)]
 
-    def match_rank_values(self, text: str) -> list[tuple[str, int | None, str]]:
-        """(condition, rank named in the line or None, value) for each `when_ranks_differ` regex found in one line."""
-        out = []
-        for c, rx, anchors in self.rank_values:
-            if anchors and not any(a in text for a in anchors):
-                continue
-            for m in rx.finditer(text):  # interleaved output may hold several ranks' reports on one line
-                rank = m.groupdict().get("rank")
-                out.append((c, int(rank) if rank is not None else None, m.group("value")))
-        return out
+    def match_rank_values(self, text: str, line_rank: int | None) -> list[tuple[str, int, str]]:
+        """(condition, rank, value) for each `when_ranks_differ` / `unless_ranks_differ` report in one line."""
+        return [(c, rank, value) for c, rx, anchors in self.rank_values
+                if not anchors or any(a in text for a in anchors) for rank, value in values_in(rx, text, line_rank)]
 
     def conditions_in(self, lines: list[str]) -> set[str]:
         """The conditions met by a few lines of text held in memory (quotes, a test's output)."""
