@@ -134,8 +134,7 @@ def _ast_entry(func: str | None) -> bool:
     """Transformer._in_entry_point: module level or a function named like the start of a run."""
     if func is None:
         return True
-    low = func.lower()
-    return bool(low) and is_entry_name(func)
+    return bool(func) and is_entry_name(func)
 
 
 def _ast_exits(stmt: ast.stmt, func: str | None) -> bool:

@@ -130,7 +130,7 @@ def screen(tree: ast.Module) -> bool:
         if locations:
             if gpu_names is None:
                 gpu_names = {t.id for a in ast.walk(tree) if isinstance(a, ast.Assign)
-                             and (_ast_index(a.value) or _ast_gpu_location(a.value, set()))
+                             and _ast_gpu_location(a.value, set())
                              for t in a.targets if isinstance(t, ast.Name)}
             if any(_ast_gpu_location(loc, gpu_names) for loc in locations):
                 return True
