@@ -226,9 +226,9 @@ def entries_by_cause(root: Path = paths.REFERENCES) -> dict[str, Entry]:
 
 
 def load_taxonomy(path: Path | None = None) -> dict[str, dict]:
-    """The cause vocabulary ({id: {summary, symptoms, patch}}), from ../shared/taxonomy.yaml."""
+    """The cause vocabulary ({id: {summary, symptoms, patch}}), from references/taxonomy.yaml."""
     path = path or paths.taxonomy_path()
     if path is None:
-        raise KnowledgeError("taxonomy.yaml not found: set DISTDOCTOR_TAXONOMY or keep ../shared/ beside the repo")
+        raise KnowledgeError("taxonomy.yaml not found: references/taxonomy.yaml is missing (or set DISTDOCTOR_TAXONOMY)")
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     return dict(data["causes"])

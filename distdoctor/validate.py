@@ -67,8 +67,7 @@ class Validator:
                  field_reports: Path | None = None) -> None:
         self.root = Path(root).resolve()
         self.taxonomy_path = taxonomy if taxonomy is not None else _default_taxonomy(self.root)
-        self.field_reports = field_reports if field_reports is not None else (
-            self.taxonomy_path.parent / "field-reports" if self.taxonomy_path else None)
+        self.field_reports = field_reports if field_reports is not None else paths.field_reports_dir()
         self.problems: list[Problem] = []
         self.notices: list[str] = []
         self.entries: list[knowledge.Entry] = []
@@ -128,7 +127,7 @@ class Validator:
     def check_taxonomy(self) -> dict[str, dict]:
         if self.taxonomy_path is None or not Path(self.taxonomy_path).is_file():
             self.problems.append(Problem(str(self.taxonomy_path or "taxonomy.yaml"), 1,
-                                         "taxonomy not found: set DISTDOCTOR_TAXONOMY or keep ../shared/ beside the repo"))
+                                         "taxonomy not found: references/taxonomy.yaml is missing (or set DISTDOCTOR_TAXONOMY)"))
             return {}
         try:
             data = yaml.safe_load(Path(self.taxonomy_path).read_text(encoding="utf-8"))
@@ -473,7 +472,7 @@ class Validator:
 def _default_taxonomy(root: Path) -> Path | None:
     if root == paths.ROOT.resolve():
         return paths.taxonomy_path()
-    candidate = root.parent / "shared" / "taxonomy.yaml"
+    candidate = root / "references" / "taxonomy.yaml"
     return candidate if candidate.is_file() else paths.taxonomy_path()
 
 
@@ -546,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
                                  epilog="Exit status: 0 when valid, 1 when problems were found, 2 on bad usage.")
     ap.add_argument("--root", type=Path, default=paths.ROOT, help="checkout to validate (default: this repository)")
     ap.add_argument("--taxonomy", type=Path, default=None,
-                    help="cause taxonomy (default: $DISTDOCTOR_TAXONOMY or ../shared/taxonomy.yaml)")
+                    help="cause taxonomy (default: $DISTDOCTOR_TAXONOMY or references/taxonomy.yaml)")
     ap.add_argument("--field-reports", type=Path, default=None,
                     help="folder of field reports quoted by entries (default: beside the taxonomy)")
     ap.add_argument("--json", action="store_true", help="print problems as a JSON list")

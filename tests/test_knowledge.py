@@ -14,7 +14,7 @@ from distdoctor.diagnose.matcher import matcher_for
 from distdoctor.runner import run_torchrun
 
 TAXONOMY = paths.taxonomy_path()
-needs_taxonomy = pytest.mark.skipif(TAXONOMY is None, reason="../shared/taxonomy.yaml not found (set DISTDOCTOR_TAXONOMY)")
+needs_taxonomy = pytest.mark.skipif(TAXONOMY is None, reason="references/taxonomy.yaml not found")
 
 # Issue 3, item 2: each field failure must be in its cause's entry with its real text.
 FIELD_FAILURES = [

@@ -16,7 +16,7 @@ import yaml
 from distdoctor import knowledge, paths
 
 LOGS = paths.ROOT / "tests" / "data" / "logs"
-FIELD_REPORTS = paths.ROOT.parent / "shared" / "field-reports"
+FIELD_REPORTS = paths.SHARED / "field-reports"
 METAS = sorted(LOGS.glob("*.meta.yaml"))
 REQUIRED = ("source", "expected_cause", "first_failure_rank")
 KNOWN_KEYS = {*REQUIRED, "also", "context", "notes", "program"}

@@ -29,7 +29,7 @@ from libcst.metadata import PositionProvider
 @dataclass(frozen=True)
 class PatchInfo:
     id: str
-    cause: str  # a cause id of ../shared/taxonomy.yaml
+    cause: str  # a cause id of references/taxonomy.yaml
     title: str  # one line
     risk: str  # what could go wrong when this rewrite is applied
     env_var: str | None = None  # the environment variable the rewrite introduces, if any
