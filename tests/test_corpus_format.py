@@ -1,7 +1,8 @@
 """The public real-log corpus (evals/corpus): every case is complete, labelled with a known cause, traceable.
 
-Static checks only: fields, cause ids (references/taxonomy.yaml plus the long-tail table of
-evals/corpus/README.md), an https source, the frozen held-out rule, a non-empty log.
+Static checks only: fields, cause ids (references/taxonomy.yaml, the long-tail table of
+evals/corpus/README.md, or a cause proposed in evals/corpus/NEW_CAUSES.yaml), an https source,
+the frozen held-out rule, a non-empty log.
 """
 
 from __future__ import annotations
@@ -35,11 +36,20 @@ def _split_of():
     return module.split_of
 
 
+def _proposed() -> dict[str, list[str]]:
+    """{proposed cause id: its case ids} from NEW_CAUSES.yaml (empty where the file is absent)."""
+    path = CORPUS / "NEW_CAUSES.yaml"
+    if not path.is_file():
+        return {}
+    entries = yaml.safe_load(path.read_text(encoding="utf-8"))["causes"]
+    return {entry["id"]: list(entry["cases"]) for entry in entries}
+
+
 @pytest.fixture(scope="module")
 def known_causes() -> set[str]:
     taxonomy = yaml.safe_load(paths.TAXONOMY.read_text(encoding="utf-8"))["causes"]
-    long_tail = LONG_TAIL_ROW.findall((CORPUS / "README.md").read_text(encoding="utf-8"))
-    return set(taxonomy) | set(long_tail) - {"id"}
+    long_tail = set(LONG_TAIL_ROW.findall((CORPUS / "README.md").read_text(encoding="utf-8"))) - {"id"}
+    return set(taxonomy) | long_tail | set(_proposed())
 
 
 def test_split_rule_is_the_readme_one() -> None:
@@ -60,7 +70,8 @@ def test_case_is_valid(meta_path: Path, known_causes: set[str]) -> None:
     assert not missing, f"{name}: missing field(s) {missing}"
     unknown = set(meta) - KNOWN_KEYS
     assert not unknown, f"{name}: unknown field(s) {sorted(unknown)}"
-    assert meta["cause"] in known_causes, f"{name}: cause {meta['cause']!r} is neither in taxonomy.yaml nor in the README's table"
+    assert meta["cause"] in known_causes, \
+        f"{name}: cause {meta['cause']!r} is in neither taxonomy.yaml, the README's table nor NEW_CAUSES.yaml"
     assert meta["confidence"] in CONFIDENCE, f"{name}: confidence {meta['confidence']!r}"
     assert str(meta["source"]).startswith("https://"), f"{name}: source must be an https URL"
     assert meta["split"] == _split_of()(case_id), f"{name}: split {meta['split']!r} breaks the held-out rule"
@@ -83,3 +94,11 @@ def test_one_case_per_thread() -> None:
         source = yaml.safe_load(meta_path.read_text(encoding="utf-8"))["source"]
         assert source not in sources, f"{meta_path.name} and {sources[source]} quote the same thread"
         sources[source] = meta_path.name
+
+
+def test_proposed_causes_list_their_cases() -> None:
+    taxonomy = yaml.safe_load(paths.TAXONOMY.read_text(encoding="utf-8"))["causes"]
+    for cause, cases in _proposed().items():
+        assert cause not in taxonomy, f"NEW_CAUSES.yaml: {cause} is already a taxonomy id"
+        labelled = {_case_id(m) for m in METAS if yaml.safe_load(m.read_text(encoding="utf-8"))["cause"] == cause}
+        assert labelled == set(cases), f"NEW_CAUSES.yaml: {cause} lists {sorted(cases)}, cases labelled so: {sorted(labelled)}"
