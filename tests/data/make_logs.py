@@ -267,6 +267,23 @@ CASES: list[Case] = [
          expect=["failed to pass monitoredBarrier"], env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
          notes="same program as gen_rank0_allreduce with TORCH_DISTRIBUTED_DEBUG=DETAIL: rank 0's all_reduce "
                "reports 'Ranks 1 failed to pass monitoredBarrier' (DETAIL wraps each collective in one)."),
+    Case("gen_shape_mismatch_split_detail", "collective_shape_mismatch", "fail_shape_mismatch_split.py", None,
+         expect=["Detected mismatch between collectives on ranks", "OpType=_ALLGATHER_BASE", "Tensor Tensor shapes"],
+         env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+         notes="a 2871-token sequence split with tensor_split over 2 ranks (1436 and 1435 tokens, no padding), then "
+               "all_gather_into_tensor on every rank: DETAIL names the same op (_ALLGATHER_BASE) at the same "
+               "sequence number with shapes [1436, 16] vs [1435, 16]. Every rank fails the same way."),
+    Case("gen_shape_mismatch_bincount_detail", "collective_shape_mismatch", "fail_shape_mismatch_eval.py", None,
+         expect=["Detected mismatch between collectives on ranks", "OpType=ALLREDUCE", "Tensor Tensor shapes"],
+         script_args=["--collective", "all_reduce"], env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+         notes="per-class prediction counts from torch.bincount without minlength are all_reduced: one rank's "
+               "count tensor is shorter (the largest class it predicted is smaller). Same op, same sequence "
+               "number, TensorShape [5] vs [4]."),
+    Case("gen_shape_mismatch_gather_detail", "collective_shape_mismatch", "fail_shape_mismatch_eval.py", None,
+         expect=["Detected mismatch between collectives on ranks", "OpType=ALLGATHER", "Tensor Tensor shapes"],
+         env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"},
+         notes="101 validation samples split rank::world (51 and 50), per-sample losses all_gathered into buffers "
+               "shaped like the local losses: same op, TensorShape [51] vs [50]."),
     Case("gen_ddp_generate_rank0", "rank_conditional_collective", "fail_ddp_generate_rank0.py", None,
          expect=["_sync_buffers", "Timed out waiting"],
          context="generation after training runs on rank 0 only",
