@@ -94,7 +94,7 @@ def netns() -> None:
         base = (f"produced here: two network namespaces joined by a veth pair (10.77.0.1, 10.77.0.2), node {{i}} of: "
                 f"{r.commands[0].replace(PY, 'python').replace('--node_rank=0', '--node_rank={i}')} (no GLOO_SOCKET_IFNAME), {TORCH}")
         write("netns_no_ifname", texts[failed], {
-            "source": base.format(i=failed), "expected_cause": "rendezvous_unreachable", "first_failure_rank": failed,
+            "source": base.format(i=failed), "expected_cause": "gloo_hostname_loopback", "first_failure_rank": failed,
             "context": "two nodes, torchrun on each, rendezvous on node 0's address reaches; training never starts",
             "notes": "gloo binds the address of the host name (127.0.0.1 in the namespace) and advertises it to the "
                      "other node, which gets Connection refused; the fix is GLOO_SOCKET_IFNAME=<veth>."})

@@ -1,0 +1,68 @@
+"""The long-tail entries (references/long-tail-runtime.md, fsdp-deepspeed.md) quote what torch 2.13 prints:
+each program below fails (or warns) the way its entry says on a real 2-rank gloo run, and the diagnosis
+names that entry's cause first."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from distdoctor.diagnose.engine import diagnose_text
+from distdoctor.runner import run_torchrun
+
+HEAD = "import torch, torch.distributed as dist\ndist.init_process_group('gloo')\n"
+
+# cause -> (program body after HEAD, the entry's quoted text that must appear in the output, fails?)
+PROGRAMS = {
+    "process_group_init_twice": ("dist.init_process_group('gloo')\n",
+                                 "trying to initialize the default process group twice!", True),
+    "model_differs_across_ranks": (
+        """
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        DDP(torch.nn.Linear(4, 4 + dist.get_rank()))
+        """, "appears not to match sizes of the same param in process", True),
+    "fsdp_mixed_dtype": (
+        """
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        FSDP(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4).half()), device_id=torch.device("cpu"))
+        """, "Must flatten tensors with uniform dtype but got torch.float32 and torch.float16", True),
+    "reentrant_checkpoint_ddp": (
+        """
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.checkpoint import checkpoint
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l = torch.nn.Linear(4, 4)
+            def forward(self, x):
+                return checkpoint(self.l, checkpoint(self.l, x, use_reentrant=True), use_reentrant=True)
+        model = DDP(M(), find_unused_parameters=True)
+        model(torch.randn(2, 4, requires_grad=True)).sum().backward()
+        """, "Expected to mark a variable ready only once", True),
+    "syncbn_without_gpu_ddp": (
+        """
+        m = torch.nn.SyncBatchNorm.convert_sync_batchnorm(torch.nn.Sequential(torch.nn.BatchNorm1d(4)))
+        m(torch.randn(8, 4))
+        """, "SyncBatchNorm expected input tensor to be on GPU", True),
+    "p2p_not_waited": (
+        """
+        import torch.distributed._functional_collectives as funcol
+        funcol.all_reduce(torch.ones(4), "sum", dist.group.WORLD)
+        """, "unwaited collective calls", False),
+}
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize("cause", sorted(PROGRAMS))
+def test_long_tail_entry_matches_real_torch_output(cause: str, tmp_path: Path) -> None:
+    body, quoted, fails = PROGRAMS[cause]
+    script = tmp_path / f"{cause}.py"
+    script.write_text(HEAD + textwrap.dedent(body), encoding="utf-8")
+    res = run_torchrun(script, nproc=2, timeout=90)
+    assert not res.timed_out, res.output[-2000:]
+    assert (res.returncode != 0) == fails, res.output[-2000:]
+    assert quoted in res.output, res.output[-2000:]
+    got = [c["id"] for c in diagnose_text(res.output)["causes"]]
+    assert got and got[0] == cause, (got[:3], res.output[-1500:])
