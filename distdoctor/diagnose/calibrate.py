@@ -5,7 +5,8 @@ Levels, strongest first:
 - `structural`: a failure of the log has the structure of a known one (exception type and message template,
   or a collective mismatch read field by field);
 - `similar`: retrieval found a known log or entry like this one;
-- `words`: only the person's description (--context) names it.
+- `words`: only the person's description (--context) names it (an error line pasted into the description
+  and matched by a root signature counts as `signature`: it is the log's text, quoted).
 Only `signature` and `structural` make a confident answer (a top cause, its fix and patch). A cause resting
 on `similar` or `words` is a candidate to confirm, shown with what to check.
 """
@@ -22,7 +23,7 @@ CONFIDENT = ("structural", "signature")
 
 def level_of(ev: dict) -> str:
     if ev.get("file") == "<context>" or ev.get("kind") == "keyword":
-        return "words"
+        return "signature" if ev.get("quoted") else "words"
     if ev.get("kind") in ("structural", "similar"):
         return ev["kind"]
     return "signature"

@@ -7,7 +7,7 @@ import zlib
 from collections import defaultdict
 
 from distdoctor.diagnose import calibrate, preconditions, structure
-from distdoctor.diagnose.events import AGENT, Event, EventBuilder, Line
+from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
 from distdoctor.diagnose.prefixes import parse_timestamp, rank_from_path, split_prefix, strip_ansi
@@ -191,8 +191,10 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         for i, line in enumerate(context.splitlines(), 1):
             for h in (h for h in matcher.match_line(line) if h.active(seen)):
                 scores[h.cause] += h.weight
-                tally.evidence[h.cause].append({"file": "<context>", "line": i, "text": line[:500],
-                                                "rank": None, "kind": h.kind, "proves": h.proves})
+                # an error line pasted into the description is the log's text; other words stay words
+                quoted = h.kind == "root" and bool(ERRORISH.search(line) or EXC_LINE.match(line.strip()))
+                tally.evidence[h.cause].append({"file": "<context>", "line": i, "text": line[:500], "rank": None,
+                                                "kind": h.kind, "proves": h.proves, "quoted": quoted})
             for patch in preconditions.met_in(line):
                 tally.patch_shown.setdefault(patch, {"file": "<context>", "line": i, "text": line[:500]})
 
@@ -272,9 +274,11 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
     events = [first] if first is not None else []
     events += [e for e in builder.events if e is not first and e.is_error and not e.is_agent and not e.is_echo][:MAX_COMPARED]
     failures = [structure.failure_of(e) for e in events]
+    # a same-operation mismatch reads like the different-operation one word for word: never that cause
+    same_op = any((mm := structure.collective_mismatch(f.message)) is not None and mm.same_op for f in failures)
     for i, (ev, f) in enumerate(zip(events, failures)):
         for m in known.structural([f]):
-            if m.cause not in matcher.entries:
+            if m.cause not in matcher.entries or (same_op and m.cause == structure.MISMATCH_CAUSE):
                 continue
             key = ev.key_line()
             item = {"file": key.file, "line": key.line, "text": key.text[:500], "rank": key.rank, "kind": "structural",
@@ -285,7 +289,7 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
                 evidence_of.setdefault(m.cause, []).append(item)
     query = "\n".join(f.message for f in failures) or (context or "")
     for rank_, m in enumerate(known.similar(query)):
-        if m.cause not in matcher.entries:
+        if m.cause not in matcher.entries or (same_op and m.cause == structure.MISMATCH_CAUSE):
             continue
         item = {"file": m.where, "line": None, "text": m.text, "rank": None,
                 "kind": "similar" if failures else "keyword",

@@ -16,7 +16,7 @@ from distdoctor.diagnose.events import EXC_LINE, FRAME, Event
 
 _ABSTRACT = [
     (re.compile(r"https?://\S+"), " <url> "),
-    (re.compile(r"(?:[A-Za-z]:)?(?:[\\/][\w.@+~-]+){2,}[\\/]?"), " <path> "),
+    (re.compile(r"(?:[A-Za-z]:)?[\w.~-]*(?:[\\/][\w.@+~-]+){2,}[\\/]?"), " <path> "),
     (re.compile(r"\[?\b(?:\d{1,3}\.){3}\d{1,3}\]?(?::\d+)?|\[[0-9a-f:]*:[0-9a-f:]*\](?::\d+)?"), " <addr> "),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), " <hex> "),
     (re.compile(r"\b\d+(?:\.\d+)?\s*(?:[KMGT]i?B|bytes|ms|s|sec|seconds|minutes)\b"), " <size> "),
