@@ -24,6 +24,7 @@ STRUCTURAL_MIN = 0.6   # template overlap (Jaccard, same exception type) that co
 SIMILAR_TOP = 3        # causes taken from retrieval
 SIMILAR_MIN = 0.35     # a document scoring under this share of the best one is not similar enough
 _EXCLUDED: set[str] = set()
+_CORPUS_ROOT: list[str | None] = [None]  # None: evals/corpus/ of this checkout
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,11 @@ class Match:
     doc_id: str
     score: float
     text: str           # the known failure's line (structural) or the document's best line (similar)
+
+
+def use_corpus(root: str | Path | None) -> None:
+    """Index another corpus folder's train split (the evals' --corpus); None: evals/corpus/."""
+    _CORPUS_ROOT[0] = str(root) if root else None
 
 
 @contextmanager
@@ -129,6 +135,10 @@ def _best_line(text: str, q: set[str]) -> str:
     return max(lines, key=lambda ln: len(q & set(tokens(ln))), default="")[:300]
 
 
+def known_failures(references_root: str | None = None) -> KnownFailures:
+    return _known(references_root or str(paths.REFERENCES), _CORPUS_ROOT[0])
+
+
 @lru_cache(maxsize=4)
-def known_failures(references_root: str | None = None, corpus_root: str | None = None) -> KnownFailures:
-    return KnownFailures(_documents(references_root or str(paths.REFERENCES), corpus_root))
+def _known(references_root: str, corpus_root: str | None) -> KnownFailures:
+    return KnownFailures(_documents(references_root, corpus_root))

@@ -37,7 +37,7 @@ MISMATCH = "Detected mismatch between collectives"
 _FINGERPRINT = re.compile(r"Rank (?P<rank>\d+) is running collective: CollectiveFingerPrint\("
                           r"SequenceNumber=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, TensorShape=\[(?P<shape>[^\]]*)\])?")
 MISMATCH_CAUSE = "rank_conditional_collective"  # different operations: some ranks skipped or reordered one
-MISMATCH_SIZE_CAUSES = ("model_differs_across_ranks", "dataloader_uneven")  # same operation, sizes differ
+MISMATCH_SIZE_CAUSES = ("collective_shape_mismatch", "model_differs_across_ranks", "dataloader_uneven")  # same op, sizes differ (ids the KB has)
 
 
 def template(text: str) -> str:
