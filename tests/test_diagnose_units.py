@@ -200,19 +200,25 @@ def test_gz_and_temp_references(tmp_path):
     assert r["first_failure"]["line"] == 1001 and r["fix"] == "Pick a free port."
 
 
-def test_re2_and_re_engines_agree(monkeypatch):
-    """The fast RE2 prefilter and the pure-Python one find the same diagnosis on every corpus log."""
+def test_hyperscan_re2_and_re_engines_agree(monkeypatch):
+    """The fast prefilters (Hyperscan, RE2) and the pure-Python one find the same diagnosis on every corpus log."""
     from pathlib import Path
     pytest.importorskip("re2")
     logs = sorted((Path(__file__).parent / "data" / "logs").glob("*.log"))
-    fast = [diagnose_paths([str(p)]) for p in logs]
-    monkeypatch.setenv("DISTDOCTOR_NO_RE2", "1")
-    slow = [diagnose_paths([str(p)]) for p in logs]
-    assert slow[0]["stats"]["engine"] == "re" and fast[0]["stats"]["engine"] == "re2"
-    for p, a, b in zip(logs, fast, slow):
-        assert [c["id"] for c in a["causes"]] == [c["id"] for c in b["causes"]], p.name
-        assert a["first_failure"] == b["first_failure"], p.name
-        assert a["stats"]["candidates"] == b["stats"]["candidates"], p.name
+    runs = {}
+    for engine, env in (("hyperscan", {}), ("re2", {"DISTDOCTOR_NO_HYPERSCAN": "1"}), ("re", {"DISTDOCTOR_NO_RE2": "1"})):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        runs[engine] = [diagnose_paths([str(p)]) for p in logs]
+    pytest.importorskip("hyperscan")
+    for engine, results in runs.items():
+        assert results[0]["stats"]["engine"] == engine
+    fast, mid, slow = runs["hyperscan"], runs["re2"], runs["re"]
+    for p, a, m, b in zip(logs, fast, mid, slow):
+        for x in (a, m):
+            assert [c["id"] for c in x["causes"]] == [c["id"] for c in b["causes"]], p.name
+            assert x["first_failure"] == b["first_failure"], p.name
+            assert x["stats"]["candidates"] == b["stats"]["candidates"], p.name
 
 
 def test_results_do_not_depend_on_block_boundaries(monkeypatch):
