@@ -287,6 +287,8 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
             if not any(x["kind"] == "structural" for x in evidence_of.get(m.cause, [])):
                 scores[m.cause] += (STRUCTURAL_WEIGHT if i == 0 else STRUCTURAL_WEIGHT / 2) * m.score
                 evidence_of.setdefault(m.cause, []).append(item)
+    if any(calibrate.tier(evs) for c, evs in evidence_of.items() if scores.get(c, 0) > 0):
+        return  # the log itself names a cause: neighbours would only add weaker candidates
     query = "\n".join(f.message for f in failures) or (context or "")
     for rank_, m in enumerate(known.similar(query)):
         if m.cause not in matcher.entries or (same_op and m.cause == structure.MISMATCH_CAUSE):
