@@ -29,6 +29,7 @@ from distdoctor.knowledge import load_entries
     ("RuntimeError: plain", None, "RuntimeError: plain"),
     ("E1123 07:09:50.991000 10364 api.py:1002] failed", None, "E1123 07:09:50.991000 10364 api.py:1002] failed"),
     ("07:09:50 step", None, "07:09:50 step"),
+    ("2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: x", 3, " torch.OutOfMemoryError: x"),
 ])
 def test_rank_prefixes(line, rank, body):
     r, _, b = split_prefix(line)

@@ -26,7 +26,9 @@ ECHO = re.compile(r"Connection closed by peer|Connection reset by peer|closing s
                   r"ChildFailedError|remote worker crashing")
 # A rank that reports a timeout was waiting for another: it names a victim, not a culprit.
 TIMEOUT = re.compile(r"[Tt]imed out|[Tt]imeout|timed out after|failed to pass monitoredBarrier")
-AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)")
+AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)"
+                          # torch.multiprocessing.spawn's parent names the process (its index) that failed
+                          r"|[Pp]rocess (?P<spawned>\d+) terminated with (?:signal|exit code|the following error)")
 DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
@@ -196,7 +198,8 @@ class EventBuilder:
         if self.agent_failed is None:
             m = AGENT_FAILED.search(body)
             if m:
-                self.agent_failed = Line(ln.src, ln.file, ln.line, int(m["rank"]), ln.ts, ln.text, ln.hits, body)
+                self.agent_failed = Line(ln.src, ln.file, ln.line, int(m["rank"] or m["spawned"]), ln.ts, ln.text,
+                                         ln.hits, body)
         cont = self._colon.pop(ln.src, None)
         if cont is not None and ln.rank is None and ln.line == cont.lines[-1].line + 1:
             # "ERROR Training failed due to:" then the message on the next, unprefixed line
