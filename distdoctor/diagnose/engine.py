@@ -22,6 +22,7 @@ KEYWORD_WEIGHT = 2.0
 THIN_SCORE = 4.0
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
 SIMILAR_WEIGHT = 1.5     # the best BM25 neighbour's cause
+HEAD_BYTES = 16384       # of the input kept for retrieval
 MAX_COMPARED = 8         # error events besides the first failure compared with known failures
 
 
@@ -35,6 +36,7 @@ class _Tally:
         self.agent_echoes: dict[tuple[str, int], int] = defaultdict(int)
         self.conditions: set[str] = set()  # `when` / `unless` regexes seen in some line
         self.rank_values: RankValues[Line] = RankValues()
+        self.head = b""  # the input's first bytes: what retrieval reads when no line is an error
         self.patch_shown: dict[str, dict] = {}  # patch id -> the first line showing its precondition
         self.structural: dict[str, list[dict]] = defaultdict(list)  # cause -> structural evidence
         self.structural_scores: dict[str, float] = defaultdict(float)
@@ -58,6 +60,8 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
     state: dict = {}
     with src.open() as stream:
         for n, (first, block) in enumerate(blocks(stream, stats, src.name)):
+            if len(tally.head) < HEAD_BYTES:
+                tally.head += block[:HEAD_BYTES - len(tally.head)]
             if progress is not None and n % 64 == 63:
                 progress(idx + 1, stats)
             for line_no, raw in pre.lines(first, block, state):
@@ -205,7 +209,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         evidence_of[cause] += tally.structural.get(cause, [])
     if calibrate.needs_more(evidence_of, scores, first):
         # no signature explains the first failure: compare the log's failures with known ones
-        _compare_with_known(builder, first, references_root, context, scores, evidence_of, matcher)
+        _compare_with_known(builder, first, references_root, context, scores, evidence_of, matcher, tally.head)
 
     ranked = sorted(((c, s) for c, s in scores.items() if s > 0 and c in matcher.entries),
                     key=lambda cs: (-calibrate.tier(evidence_of.get(cs[0], [])), -cs[1], cs[0]))
@@ -264,8 +268,13 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     return result
 
 
+def _plain(head: bytes) -> str:
+    """The first lines of the input without rank prefixes (what retrieval reads when no line is an error)."""
+    return "\n".join(split_prefix(strip_ansi(ln))[2] for ln in head.decode("utf-8", "replace").splitlines()).strip()
+
+
 def _compare_with_known(builder: EventBuilder, first: Event | None, references_root, context: str | None,
-                        scores: dict, evidence_of: dict, matcher: Matcher) -> None:
+                        scores: dict, evidence_of: dict, matcher: Matcher, head: bytes = b"") -> None:
     """Structural matches of the log's failures (first failure first) with the knowledge base's quotes and the
     corpus's train cases, then BM25 neighbours of the failure text: new causes, or evidence for named ones."""
     from distdoctor.diagnose.retrieval import known_failures
@@ -289,15 +298,16 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
                 evidence_of.setdefault(m.cause, []).append(item)
     if any(calibrate.tier(evs) for c, evs in evidence_of.items() if scores.get(c, 0) > 0):
         return  # the log itself names a cause: neighbours would only add weaker candidates
-    query = "\n".join(f.message for f in failures) or (context or "")
+    query = "\n".join(f.message for f in failures) or _plain(head) or (context or "")
     for rank_, m in enumerate(known.similar(query)):
         if m.cause not in matcher.entries or (same_op and m.cause == structure.MISMATCH_CAUSE):
             continue
+        from_log = bool(failures or _plain(head))
         item = {"file": m.where, "line": None, "text": m.text, "rank": None,
-                "kind": "similar" if failures else "keyword",
-                "proves": f"{'the failure text' if failures else 'your description'} is most like {m.doc_id} "
+                "kind": "similar" if from_log else "keyword",
+                "proves": f"{'the log' if from_log else 'your description'} is most like {m.doc_id} "
                           f"(BM25 {m.score:.2f} of the best)"}
-        if not failures:  # retrieval over the person's words rests on words
+        if not from_log:  # retrieval over the person's words rests on words
             item["file"] = "<context>"
         if m.cause not in scores or scores[m.cause] <= 0:
             scores[m.cause] = SIMILAR_WEIGHT * m.score / (1 + rank_)
