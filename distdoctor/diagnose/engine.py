@@ -13,7 +13,7 @@ from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key,
 from distdoctor.diagnose.prefixes import parse_timestamp, rank_from_path, split_prefix, strip_ansi
 from distdoctor.diagnose.rank_values import RankValues
 from distdoctor.diagnose.scanner import Prefilter
-from distdoctor.diagnose.sources import InputError, ScanStats, Source, blocks, expand
+from distdoctor.diagnose.sources import InputError, ScanStats, Source, expand, spans
 
 ECHO_CAUSE = "peer_died_first"
 MAX_EVIDENCE = 5
@@ -59,12 +59,12 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                  tally: _Tally, stats: ScanStats, progress=None) -> None:
     state: dict = {}
     with src.open() as stream:
-        for n, (first, block) in enumerate(blocks(stream, stats, src.name)):
+        for n, (first, block, lo, hi) in enumerate(spans(stream, stats, src.name)):
             if len(tally.head) < HEAD_BYTES:
-                tally.head += block[:HEAD_BYTES - len(tally.head)]
+                tally.head += bytes(block[lo:min(hi, lo + HEAD_BYTES - len(tally.head))])
             if progress is not None and n % 64 == 63:
                 progress(idx + 1, stats)
-            for line_no, raw in pre.lines(first, block, state):
+            for line_no, raw in pre.lines(first, block, state, lo, hi):
                 stats.candidates += 1
                 text = raw.decode("utf-8", "replace")
                 if "\ufffd" in text:

@@ -89,45 +89,47 @@ class Prefilter:
             self.rx = re.compile(matcher.prefilter_pattern.encode("utf-8"))
         self.unanchored = [re.compile(s.regex.pattern.encode("utf-8")) for s in matcher.unanchored]
 
-    def lines(self, first_line: int, block: bytes, state: dict) -> Iterator[tuple[int, bytes]]:
-        """(line number, raw line) for each candidate line of a block of whole lines.
+    def lines(self, first_line: int, block: bytes | bytearray, state: dict, lo: int = 0,
+              hi: int | None = None) -> Iterator[tuple[int, bytes]]:
+        """(line number, raw line) for each candidate line of a block of whole lines, block[lo:hi].
 
         `state` carries, from one block to the next of the same source, how many lines after a
         FOLLOW trigger are still to be read.
         """
-        n = len(block)
+        n = len(block) if hi is None else hi
         starts: set[int] = set()
         if self.hs is not None:
             ends: list[int] = []
-            self.hs.scan(block, match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(to))
+            self.hs.scan(memoryview(block)[lo:n] if (lo or n != len(block)) else block,
+                         match_event_handler=lambda _id, _from, to, _flags, _ctx: ends.append(to))
             last = -1
             for to in sorted(ends):  # a match never holds a newline: its line starts after the newline before it
+                to += lo
                 if to > last:
-                    start = block.rfind(b"\n", 0, to) + 1
-                    starts.add(start)
-                    nl = block.find(b"\n", to)
+                    starts.add(block.rfind(b"\n", lo, to) + 1 or lo)
+                    nl = block.find(b"\n", to, n)
                     last = n if nl < 0 else nl
         else:
             search = self.rx.search
-            pos = 0
+            pos = lo
             while pos < n:
-                m = search(block, pos)
+                m = search(block, pos, n)
                 if m is None:
                     break
-                starts.add(block.rfind(b"\n", 0, m.start()) + 1)
-                end = block.find(b"\n", m.end())
+                starts.add(block.rfind(b"\n", lo, m.start()) + 1 or lo)
+                end = block.find(b"\n", m.end(), n)
                 pos = n if end < 0 else end + 1
         for rx in self.unanchored:
-            for m in rx.finditer(block):
-                starts.add(block.rfind(b"\n", 0, m.start()) + 1)
+            for m in rx.finditer(block, lo, n):
+                starts.add(block.rfind(b"\n", lo, m.start()) + 1 or lo)
         pending = state.pop("follow", 0)
         if pending:
-            starts.update(_next_lines(block, 0, pending, state, include_first=True))
+            starts.update(_next_lines(block, lo, n, pending, state))
         if not starts:
             return
         todo = sorted(starts)
         done: set[int] = set()
-        line_no, counted = first_line, 0
+        line_no, counted = first_line, lo
         while todo:
             start = todo.pop(0)
             if start in done:
@@ -135,23 +137,22 @@ class Prefilter:
             done.add(start)
             line_no += block.count(b"\n", counted, start)
             counted = start
-            end = block.find(b"\n", start)
+            end = block.find(b"\n", start, n)
             end = n if end < 0 else end
-            raw = block[start:min(end, start + MAX_LINE)]
+            raw = bytes(block[start:min(end, start + MAX_LINE)])
             for trigger, count in FOLLOW.items():
                 if trigger in raw:
-                    more = _next_lines(block, end + 1, count, state)
+                    more = _next_lines(block, end + 1, n, count, state)
                     todo = sorted(set(todo) | set(more))
             yield line_no, raw
 
 
-def _next_lines(block: bytes, pos: int, count: int, state: dict, include_first: bool = True) -> list[int]:
-    """Start offsets of up to `count` lines from `pos`; what does not fit is left in state["follow"]."""
+def _next_lines(block: bytes | bytearray, pos: int, n: int, count: int, state: dict) -> list[int]:
+    """Start offsets of up to `count` lines from `pos` (before `n`); what does not fit is left in state["follow"]."""
     out: list[int] = []
-    n = len(block)
     while len(out) < count and pos < n:
         out.append(pos)
-        nl = block.find(b"\n", pos)
+        nl = block.find(b"\n", pos, n)
         pos = n if nl < 0 else nl + 1
     if len(out) < count:
         state["follow"] = max(state.get("follow", 0), count - len(out))
