@@ -77,6 +77,8 @@ def load_case(meta_path: Path, causes: set[str] | None = None) -> CorpusCase:
         raise CorpusError(f"{where}: id {case_id!r} must be lowercase [a-z0-9-]")
     try:
         meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CorpusError(f"{where}: cannot read: {exc.strerror or exc}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise CorpusError(f"{where}: not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(meta, dict):
@@ -105,7 +107,10 @@ def load_case(meta_path: Path, causes: set[str] | None = None) -> CorpusCase:
     log = meta_path.with_name(case_id + ".log")
     if not log.is_file():
         raise CorpusError(f"{where}: no {log.name} beside it")
-    data = log.read_bytes()
+    try:
+        data = log.read_bytes()
+    except OSError as exc:
+        raise CorpusError(f"{log}: cannot read: {exc.strerror or exc}") from None
     if not data.strip():
         raise CorpusError(f"{log}: empty log")
     if len(data) > MAX_LOG:
@@ -134,7 +139,9 @@ def load_corpus(root: Path = CORPUS, causes: set[str] | None = None,
         except CorpusError as exc:
             problems.append(str(exc))
     for log in sorted(root.glob("*.log")):
-        if not log.with_name(log.name[:-len(".log")] + ".meta.yaml").is_file():
+        if log.is_symlink() and not log.exists():
+            problems.append(f"{log}: broken symbolic link")
+        elif not log.with_name(log.name[:-len(".log")] + ".meta.yaml").is_file():
             problems.append(f"{log}: no .meta.yaml beside it")
     if problems and errors is None:
         raise CorpusError(problems[0])

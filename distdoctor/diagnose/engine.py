@@ -246,6 +246,9 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             ff["all_ranks"] = True
         if found.waiting:
             ff["waiting"] = True  # every failing rank timed out waiting for another
+            ff["timed_out_ranks"] = found.timed_out
+            if found.missing:
+                ff["missing_ranks"] = found.missing  # the job's other ranks: the ones the others waited for
     echo_list = [{"file": e.key_line().file, "line": e.key_line().line, "rank": e.rank,
                   "text": e.key_line().text[:300]} for e in echoes[:20]]
     thin = not causes or causes[0]["score"] < THIN_SCORE or first is None or verdict != "confident"

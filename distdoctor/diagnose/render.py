@@ -60,6 +60,11 @@ def render(result: dict) -> str:
                 "peers": " (named by its peers' errors)"}.get(ff.get("seen_by", ""), "")
         out.append(f"First failure: {who}{seen} at {ff['file']}:{ff['line']}")
         out.append(f"    {_clip(ff['text'])}")
+        if ff.get("missing_ranks"):
+            waited = ", ".join(map(str, ff.get("timed_out_ranks", [])))
+            missing = ", ".join(map(str, ff["missing_ranks"]))
+            out.append(f"    ranks {waited} timed out; rank(s) {missing} reported no timeout in these logs: if the "
+                       "logs are complete, the ones they waited for (hung, slow, or died silently): look there first")
     else:
         out.append("First failure: none found (no error event in the logs)")
     echoes = result.get("echoes") or []

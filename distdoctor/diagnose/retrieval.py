@@ -81,8 +81,8 @@ class KnownFailures:
         self.docs = docs
         self.failures: list[Known] = []
         for doc_id, cause, where, text in docs:
-            for line in dict.fromkeys(error_lines(text)):
-                self.failures.append(Known(cause, where, doc_id, failure_of_text(line)))
+            for line, frames in dict.fromkeys(error_lines(text)):
+                self.failures.append(Known(cause, where, doc_id, failure_of_text(line, frames)))
         self._bm25 = None
 
     def structural(self, failures: list[Failure]) -> list[Match]:

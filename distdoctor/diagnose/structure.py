@@ -67,27 +67,41 @@ class Failure:
     frames: tuple[str, ...]  # torch (and framework) functions of its traceback, outermost first
 
 
+def _failure(body: str, frames: tuple[str, ...]) -> Failure:
+    """A failure's words are its message template's tokens and the torch functions it failed in."""
+    return Failure(exception_type(body), body, frozenset(tokens(body)) | {f"frame:{f}" for f in frames}, frames)
+
+
 def failure_of(ev: Event) -> Failure:
     key = ev.key_line()
-    body = key.body.strip()
     frames = tuple(m["fn"] for ln in ev.lines for m in [_TORCH_FRAME.search(ln.body)] if m)
-    return Failure(exception_type(body), body, frozenset(tokens(body)), frames)
+    return _failure(key.body.strip(), frames)
 
 
-def failure_of_text(line: str) -> Failure:
-    body = line.strip()
-    return Failure(exception_type(body), body, frozenset(tokens(body)), ())
+def failure_of_text(line: str, frames: tuple[str, ...] = ()) -> Failure:
+    return _failure(line.strip(), frames)
 
 
-def error_lines(text: str) -> list[str]:
-    """The exception lines of a text held in memory (a quote, a corpus log), without rank prefixes."""
+def error_lines(text: str) -> list[tuple[str, tuple[str, ...]]]:
+    """The exception lines of a text held in memory (a quote, a corpus log), without rank prefixes, each with
+    the torch frames of the traceback it ends."""
+    from distdoctor.diagnose.events import TRACEBACK
     from distdoctor.diagnose.prefixes import split_prefix
 
     out = []
+    frames: list[str] = []
     for line in text.splitlines():
         body = split_prefix(line)[2].strip()
+        if TRACEBACK.search(body):
+            frames = []
+            continue
+        m = _TORCH_FRAME.search(body)
+        if m:
+            frames.append(m["fn"])
+            continue
         if EXC_LINE.match(body) and not FRAME.match(body) and len(tokens(body)) >= 3:
-            out.append(body)
+            out.append((body, tuple(frames)))
+            frames = []
     return out
 
 

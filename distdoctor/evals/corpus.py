@@ -47,12 +47,13 @@ class CorpusResult:
         return None if self.first_rank_expected is None else self.first_rank_got == self.first_rank_expected
 
 
-def diagnose_case(case: CorpusCase) -> CorpusResult:
+def diagnose_case(case: CorpusCase, references_root: Path | None = None) -> CorpusResult:
     from distdoctor.diagnose import diagnose_text
     from distdoctor.diagnose.retrieval import excluding
 
     with excluding({f"corpus:{case.id}"}):
-        r = diagnose_text(case.log, context=case.context or None, name=f"{case.id}.log")
+        r = diagnose_text(case.log, context=case.context or None, name=f"{case.id}.log",
+                          references_root=references_root)
     ids = [c["id"] for c in r["causes"]]
     ff = r.get("first_failure") or {}
     return CorpusResult(case.id, case.split, case.kind, case.cause, ids[0] if ids else None, ids[:3],
@@ -86,12 +87,12 @@ def summary(results: list[CorpusResult]) -> dict:
 
 
 def score_corpus(root: Path = CORPUS, include_public: bool = True, causes: set[str] | None = None,
-                 errors: list[str] | None = None) -> list[CorpusResult]:
+                 errors: list[str] | None = None, references_root: Path | None = None) -> list[CorpusResult]:
     """Diagnose every valid corpus case (bad ones go to `errors`), and the public dev logs when asked."""
     cases = load_corpus(root, causes, errors if errors is not None else [])
     if include_public:
         cases += public_logs()
-    return [diagnose_case(c) for c in cases]
+    return [diagnose_case(c, references_root) for c in cases]
 
 
 def _frac(k: int, n: int) -> str:
