@@ -345,3 +345,14 @@ def test_a_silent_run_gets_a_next_step_that_checks_the_process_group():
     # with no log at all (a person's words only) the advice is to collect the logs first
     words = diagnose_text("", context="torchrun on 2 ranks exits 0, but are the ranks really training together?")
     assert words["next_step"].startswith("No rank's own error is in these logs: collect")
+
+
+def test_rank_named_inside_a_torch_message():
+    from distdoctor.diagnose.prefixes import message_rank
+    assert message_rank("RuntimeError: Timed out initializing process group in store based barrier on rank: 7, "
+                        "for key: store_based_barrier_key:1 (world_size=8, worker_count=9, timeout=0:30:00)") == 7
+    assert message_rank("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 3000 ms") == 0
+    assert message_rank("RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running") is None
+    r = diagnose_text("RuntimeError: Timed out initializing process group in store based barrier on rank: 7, for key: "
+                      "store_based_barrier_key:1 (world_size=8, worker_count=9, timeout=0:30:00)\n")
+    assert r["first_failure"]["rank"] == 7

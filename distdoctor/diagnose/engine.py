@@ -10,7 +10,7 @@ from distdoctor.diagnose import calibrate, preconditions, structure
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
-from distdoctor.diagnose.prefixes import parse_timestamp, rank_from_path, split_prefix, strip_ansi
+from distdoctor.diagnose.prefixes import message_rank, parse_timestamp, rank_from_path, split_prefix, strip_ansi
 from distdoctor.diagnose.rank_values import RankValues
 from distdoctor.diagnose.scanner import Prefilter
 from distdoctor.diagnose.sources import InputError, ScanStats, Source, expand, spans
@@ -72,7 +72,7 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 text = strip_ansi(text).rstrip("\r")
                 rank, ts, body = split_prefix(text)
                 if rank is None:
-                    rank = src.rank_hint
+                    rank = src.rank_hint if src.rank_hint is not None else message_rank(body)
                 if ts is None:
                     ts = parse_timestamp(body)
                 hits = matcher.match_line(text)

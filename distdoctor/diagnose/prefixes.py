@@ -60,6 +60,20 @@ _PATH_RANK = [
 ]
 
 
+# torch names the reporting rank inside some messages of an unprefixed line: "... store based barrier on
+# rank: 7, for key ...", "[Rank 0]: ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ...". Not "Rank 1 failed to
+# pass" or "Rank 1 is running collective": those name another rank.
+_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|^\s*\[Rank (?P<b>\d+)\]|\[PG [^\]]*\bRank (?P<c>\d+)\]")
+
+
+def message_rank(body: str) -> int | None:
+    """The rank a torch message says reported it, for a line without a rank prefix."""
+    if "ank" not in body:
+        return None
+    m = _MESSAGE_RANK.search(body)
+    return int(m["a"] or m["b"] or m["c"]) if m else None
+
+
 def strip_ansi(text: str) -> str:
     return ANSI.sub("", text) if "\x1b" in text else text
 
