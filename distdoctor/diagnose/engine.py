@@ -312,8 +312,7 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
                           f"(BM25 {m.score:.2f} of the best)"}
         if not from_log:  # retrieval over the person's words rests on words
             item["file"] = "<context>"
-        if m.cause not in scores or scores[m.cause] <= 0:
-            scores[m.cause] = SIMILAR_WEIGHT * m.score / (1 + rank_)
+        scores[m.cause] += SIMILAR_WEIGHT * m.score / (1 + rank_)  # agreeing with the words adds up
         evidence_of.setdefault(m.cause, []).append(item)
 
 
