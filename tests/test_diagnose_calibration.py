@@ -147,3 +147,15 @@ def test_templates_abstract_numbers_paths_hosts_ports():
     a = template("RuntimeError: [/opt/gloo/pair.cc:553] Connection closed by peer [10.0.0.3]:41234 after 30s")
     b = template("RuntimeError: [../third_party/gloo/pair.cc:589] Connection closed by peer [127.0.0.1]:5 after 2s")
     assert a == b
+
+
+def test_ranks_that_timed_out_and_ranks_that_did_not():
+    # hiyouga/LlamaFactory#6269: ranks 0, 3 and 4 report the NCCL watchdog timeout; 1 and 2 report nothing
+    r = diagnose_paths([str(LOGS / "public_collective_timeout_llamafactory.log")])
+    ff = r["first_failure"]
+    assert ff["waiting"] and ff["rank"] is None
+    assert ff["timed_out_ranks"] == [0, 3, 4] and ff["missing_ranks"] == [1, 2]
+    assert "rank(s) 1, 2 reported no timeout" in render(r)
+    # a rank's own error, its peers' echoes aside
+    own = diagnose_paths([str(LOGS / "gen_peer_died_valueerror.log")])
+    assert own["first_failure"]["failed_ranks"] == [1] and "missing_ranks" not in own["first_failure"]

@@ -244,6 +244,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             ff["seen_by"] = found.seen_by
         if alike:
             ff["all_ranks"] = True
+        if found.failed:
+            ff["failed_ranks"] = found.failed  # ranks with an error of their own (echoes and timeouts aside)
         if found.waiting:
             ff["waiting"] = True  # every failing rank timed out waiting for another
             ff["timed_out_ranks"] = found.timed_out

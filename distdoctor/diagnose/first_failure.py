@@ -25,6 +25,7 @@ class FirstFailure:
     seen_by: str | None = None      # "agent" or "peers" when no worker logged the failure itself
     timed_out: list[int] = field(default_factory=list)  # ranks that reported a timeout (when all waited)
     missing: list[int] = field(default_factory=list)    # ranks of the job that reported none: the awaited ones
+    failed: list[int] = field(default_factory=list)     # ranks with an error of their own (not an echo, not a timeout)
 
 
 def _order(ev: Event, all_ts: bool) -> tuple:
@@ -65,6 +66,7 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
             return FirstFailure(first, key, echoes, alike, waiting=alike, timed_out=timed_out,
                                 missing=_missing(builder, timed_out) if alike else [])
         candidates = failed
+        failed_ranks = sorted({e.rank for e in failed if e.rank is not None})
         first = candidates[0]
         key = first.key_line()
         # The same failure on several ranks (or several unlabelled copies): no rank went first.
@@ -86,7 +88,7 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
             key = _with_rank(key, agent.rank)
         if alike:
             key = _with_rank(key, None)
-        return FirstFailure(first, key, echoes, alike)
+        return FirstFailure(first, key, echoes, alike, failed=failed_ranks)
     killed = [e.exitcode for e in builder.summary if e.exitcode is not None and e.exitcode < 0 and e.exitcode != -15]
     if agent is not None and len(killed) >= 2 and len(set(killed)) == 1:
         # every rank the agent lists died of the same signal: none went first

@@ -60,6 +60,8 @@ def render(result: dict) -> str:
                 "peers": " (named by its peers' errors)"}.get(ff.get("seen_by", ""), "")
         out.append(f"First failure: {who}{seen} at {ff['file']}:{ff['line']}")
         out.append(f"    {_clip(ff['text'])}")
+        if len(ff.get("failed_ranks", [])) > 1:
+            out.append(f"    ranks with an error of their own: {', '.join(map(str, ff['failed_ranks']))}")
         if ff.get("missing_ranks"):
             waited = ", ".join(map(str, ff.get("timed_out_ranks", [])))
             missing = ", ".join(map(str, ff["missing_ranks"]))

@@ -52,9 +52,22 @@ def tokens(text: str) -> list[str]:
     return [t for t in (m.lower() for m in _TOKEN.findall(template(text))) if len(t) > 1 and t.strip("<>") not in STOP]
 
 
+# Error lines that are not Python exceptions still have a kind: a glog/c10 line names its level and C++ source
+# file ([E1123 07:09:50.991 ProcessGroupNCCL.cpp:616], [W427 ... socket.cpp:752]), NCCL its warnings.
+_GLOG = re.compile(r"^\[?(?P<level>[EFW])\d{3,4} [\d:.]+(?: +\d+)? +(?:[\w./-]*/)?(?P<file>[\w.-]+\.(?:cpp|cc|h|hpp|py)):\d+\]")
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+
+
 def exception_type(body: str) -> str | None:
+    """The failure's kind: a Python exception's class name, `E:<file.cpp>` for a glog/c10 error or warning
+    line, `NCCL WARN`; None for other lines."""
     m = _EXC_TYPE.match(body)
-    return m["name"] if m else None
+    if m:
+        return m["name"]
+    m = _GLOG.match(body)
+    if m:
+        return f"{m['level']}:{m['file']}"
+    return "NCCL WARN" if _NCCL_WARN.search(body) else None
 
 
 @dataclass(frozen=True)
@@ -99,7 +112,7 @@ def error_lines(text: str) -> list[tuple[str, tuple[str, ...]]]:
         if m:
             frames.append(m["fn"])
             continue
-        if EXC_LINE.match(body) and not FRAME.match(body) and len(tokens(body)) >= 3:
+        if (EXC_LINE.match(body) or exception_type(body)) and not FRAME.match(body) and len(tokens(body)) >= 3:
             out.append((body, tuple(frames)))
             frames = []
     return out
