@@ -22,6 +22,7 @@ ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 CONFIDENCE = ("confirmed", "likely", "uncertain")
 REQUIRED = ("source", "cause", "confidence", "split")
 KNOWN_KEYS = {*REQUIRED, "fix", "first_failure_rank", "context", "notes"}
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where PyYAML has it: same results
 MAX_LOG = 4 * 1024 * 1024  # a corpus log is an excerpt from a thread; bigger means something went wrong
 
 
@@ -76,7 +77,7 @@ def load_case(meta_path: Path, causes: set[str] | None = None) -> CorpusCase:
     if not ID.match(case_id):
         raise CorpusError(f"{where}: id {case_id!r} must be lowercase [a-z0-9-]")
     try:
-        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
+        meta = yaml.load(meta_path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
     except OSError as exc:
         raise CorpusError(f"{where}: cannot read: {exc.strerror or exc}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
