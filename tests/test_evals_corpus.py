@@ -91,3 +91,12 @@ def test_public_dev_logs_stay_right():
     assert len(results) >= 40
     s = corpus_eval.summary(results)
     assert s["top1"] == s["n"] and s["ranks_right"] == s["ranks"]
+
+
+def test_run_evals_json_and_results_carry_the_corpus(tmp_path, capsys):
+    from distdoctor.evals.cli import main
+    results = tmp_path / "RESULTS.md"
+    assert main(["--json", "-q", "--corpus", str(tmp_path / "none"), "--results", str(results)]) == 0
+    out = __import__("json").loads(capsys.readouterr().out)
+    assert out["corpus"]["splits"]["dev"]["n"] >= 40
+    assert "## Real-log corpus" in results.read_text()

@@ -303,7 +303,7 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
                 evidence_of.setdefault(m.cause, []).append(item)
     if any(calibrate.tier(evs) for c, evs in evidence_of.items() if scores.get(c, 0) > 0):
         return  # the log itself names a cause: neighbours would only add weaker candidates
-    query = "\n".join(f.message for f in failures) or _plain(head) or (context or "")
+    query = ("\n".join(f.message for f in failures) + "\n" + _plain(head)).strip() or (context or "")
     for rank_, m in enumerate(known.similar(query)):
         if m.cause not in matcher.entries or (same_op and m.cause == structure.MISMATCH_CAUSE):
             continue

@@ -21,6 +21,7 @@ from distdoctor.diagnose.structure import Failure, error_lines, failure_of_text,
 from distdoctor.knowledge import load_entries
 
 STRUCTURAL_MIN = 0.6   # template overlap (Jaccard, same exception type) that counts as the same failure
+CORPUS_DOC_CHARS = 20000  # of a corpus log indexed (its head: where an excerpt puts the error)
 SIMILAR_TOP = 3        # causes taken from retrieval
 SIMILAR_MIN = 0.35     # a document scoring under this share of the best one is not similar enough
 _EXCLUDED: set[str] = set()
@@ -72,7 +73,7 @@ def _documents(references_root: str, corpus_root: str | None) -> list[tuple[str,
     causes = {d[1] for d in docs}
     for c in train_cases(corpus_root):
         if c.cause in causes:
-            docs.append((f"corpus:{c.id}", c.cause, c.source, c.log[:20000]))
+            docs.append((f"corpus:{c.id}", c.cause, c.source, c.log[:CORPUS_DOC_CHARS]))
     return docs
 
 

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             return _fail(str(exc))
 
     text = report.render_text(result, loop)
-    corpus_md = None
+    corpus_md = corpus_json = None
     if not args.no_corpus and isinstance(responder, responders.BuiltinResponder) and not args.cause \
             and Path(args.cases).resolve() == DEFAULT_CASES.resolve():
         from distdoctor.diagnose.retrieval import use_corpus
@@ -116,12 +116,15 @@ def main(argv: list[str] | None = None) -> int:
         scored = corpus.score_corpus(Path(args.corpus) if args.corpus else corpus.CORPUS, causes=causes,
                                      errors=refused)
         corpus_md = corpus.render_markdown(scored, refused)
+        corpus_json = corpus.to_json(scored, refused)
         text += "\n\n" + corpus.render_text(scored)
     if args.json:
         print(text, file=sys.stderr)
         out = result.to_json()
         if loop is not None:
             out["e2e"] = [r.to_json() for r in loop]
+        if corpus_json is not None:
+            out["corpus"] = corpus_json
         print(json.dumps(out, indent=1))
     else:
         print(text)

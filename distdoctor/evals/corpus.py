@@ -95,6 +95,18 @@ def score_corpus(root: Path = CORPUS, include_public: bool = True, causes: set[s
     return [diagnose_case(c, references_root) for c in cases]
 
 
+def to_json(results: list[CorpusResult], errors: list[str] | None = None) -> dict:
+    """Per split: the summary counts, and per source kind within it; the refused cases."""
+    out: dict = {"splits": {}, "refused": list(errors or [])}
+    for r in results:
+        out["splits"].setdefault(r.split, {"all": [], "kinds": defaultdict(list)})
+        out["splits"][r.split]["all"].append(r)
+        out["splits"][r.split]["kinds"][r.kind].append(r)
+    out["splits"] = {split: {**summary(d["all"]), "per_kind": {k: summary(v) for k, v in sorted(d["kinds"].items())}}
+                     for split, d in sorted(out["splits"].items())}
+    return out
+
+
 def _frac(k: int, n: int) -> str:
     return f"{k}/{n} ({100 * k / n:.1f}%)" if n else "—"
 
