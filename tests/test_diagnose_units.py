@@ -29,6 +29,7 @@ from distdoctor.knowledge import load_entries
     ("RuntimeError: plain", None, "RuntimeError: plain"),
     ("E1123 07:09:50.991000 10364 api.py:1002] failed", None, "E1123 07:09:50.991000 10364 api.py:1002] failed"),
     ("07:09:50 step", None, "07:09:50 step"),
+    ("2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: x", 3, " torch.OutOfMemoryError: x"),
 ])
 def test_rank_prefixes(line, rank, body):
     r, _, b = split_prefix(line)
@@ -200,19 +201,25 @@ def test_gz_and_temp_references(tmp_path):
     assert r["first_failure"]["line"] == 1001 and r["fix"] == "Pick a free port."
 
 
-def test_re2_and_re_engines_agree(monkeypatch):
-    """The fast RE2 prefilter and the pure-Python one find the same diagnosis on every corpus log."""
+def test_hyperscan_re2_and_re_engines_agree(monkeypatch):
+    """The fast prefilters (Hyperscan, RE2) and the pure-Python one find the same diagnosis on every corpus log."""
     from pathlib import Path
     pytest.importorskip("re2")
     logs = sorted((Path(__file__).parent / "data" / "logs").glob("*.log"))
-    fast = [diagnose_paths([str(p)]) for p in logs]
-    monkeypatch.setenv("DISTDOCTOR_NO_RE2", "1")
-    slow = [diagnose_paths([str(p)]) for p in logs]
-    assert slow[0]["stats"]["engine"] == "re" and fast[0]["stats"]["engine"] == "re2"
-    for p, a, b in zip(logs, fast, slow):
-        assert [c["id"] for c in a["causes"]] == [c["id"] for c in b["causes"]], p.name
-        assert a["first_failure"] == b["first_failure"], p.name
-        assert a["stats"]["candidates"] == b["stats"]["candidates"], p.name
+    runs = {}
+    for engine, env in (("hyperscan", {}), ("re2", {"DISTDOCTOR_NO_HYPERSCAN": "1"}), ("re", {"DISTDOCTOR_NO_RE2": "1"})):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        runs[engine] = [diagnose_paths([str(p)]) for p in logs]
+    pytest.importorskip("hyperscan")
+    for engine, results in runs.items():
+        assert results[0]["stats"]["engine"] == engine
+    fast, mid, slow = runs["hyperscan"], runs["re2"], runs["re"]
+    for p, a, m, b in zip(logs, fast, mid, slow):
+        for x in (a, m):
+            assert [c["id"] for c in x["causes"]] == [c["id"] for c in b["causes"]], p.name
+            assert x["first_failure"] == b["first_failure"], p.name
+            assert x["stats"]["candidates"] == b["stats"]["candidates"], p.name
 
 
 def test_results_do_not_depend_on_block_boundaries(monkeypatch):
@@ -338,3 +345,14 @@ def test_a_silent_run_gets_a_next_step_that_checks_the_process_group():
     # with no log at all (a person's words only) the advice is to collect the logs first
     words = diagnose_text("", context="torchrun on 2 ranks exits 0, but are the ranks really training together?")
     assert words["next_step"].startswith("No rank's own error is in these logs: collect")
+
+
+def test_rank_named_inside_a_torch_message():
+    from distdoctor.diagnose.prefixes import message_rank
+    assert message_rank("RuntimeError: Timed out initializing process group in store based barrier on rank: 7, "
+                        "for key: store_based_barrier_key:1 (world_size=8, worker_count=9, timeout=0:30:00)") == 7
+    assert message_rank("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 3000 ms") == 0
+    assert message_rank("RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running") is None
+    r = diagnose_text("RuntimeError: Timed out initializing process group in store based barrier on rank: 7, for key: "
+                      "store_based_barrier_key:1 (world_size=8, worker_count=9, timeout=0:30:00)\n")
+    assert r["first_failure"]["rank"] == 7

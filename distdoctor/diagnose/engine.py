@@ -6,19 +6,24 @@ import io
 import zlib
 from collections import defaultdict
 
-from distdoctor.diagnose.events import AGENT, Event, EventBuilder, Line
+from distdoctor.diagnose import calibrate, preconditions, structure
+from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
-from distdoctor.diagnose.prefixes import parse_timestamp, rank_from_path, split_prefix, strip_ansi
+from distdoctor.diagnose.prefixes import message_rank, parse_timestamp, rank_from_path, split_prefix, strip_ansi
 from distdoctor.diagnose.rank_values import RankValues
 from distdoctor.diagnose.scanner import Prefilter
-from distdoctor.diagnose.sources import InputError, ScanStats, Source, blocks, expand
+from distdoctor.diagnose.sources import InputError, ScanStats, Source, expand, spans
 
 ECHO_CAUSE = "peer_died_first"
 MAX_EVIDENCE = 5
 ECHO_BONUS = 8.0
 KEYWORD_WEIGHT = 2.0
 THIN_SCORE = 4.0
+STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
+SIMILAR_WEIGHT = 1.5     # the best BM25 neighbour's cause
+HEAD_BYTES = 16384       # of the input kept for retrieval
+MAX_COMPARED = 8         # error events besides the first failure compared with known failures
 
 
 class _Tally:
@@ -31,6 +36,10 @@ class _Tally:
         self.agent_echoes: dict[tuple[str, int], int] = defaultdict(int)
         self.conditions: set[str] = set()  # `when` / `unless` regexes seen in some line
         self.rank_values: RankValues[Line] = RankValues()
+        self.head = b""  # the input's first bytes: what retrieval reads when no line is an error
+        self.patch_shown: dict[str, dict] = {}  # patch id -> the first line showing its precondition
+        self.structural: dict[str, list[dict]] = defaultdict(list)  # cause -> structural evidence
+        self.structural_scores: dict[str, float] = defaultdict(float)
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
@@ -50,10 +59,12 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                  tally: _Tally, stats: ScanStats, progress=None) -> None:
     state: dict = {}
     with src.open() as stream:
-        for n, (first, block) in enumerate(blocks(stream, stats, src.name)):
+        for n, (first, block, lo, hi) in enumerate(spans(stream, stats, src.name)):
+            if len(tally.head) < HEAD_BYTES:
+                tally.head += bytes(block[lo:min(hi, lo + HEAD_BYTES - len(tally.head))])
             if progress is not None and n % 64 == 63:
                 progress(idx + 1, stats)
-            for line_no, raw in pre.lines(first, block, state):
+            for line_no, raw in pre.lines(first, block, state, lo, hi):
                 stats.candidates += 1
                 text = raw.decode("utf-8", "replace")
                 if "\ufffd" in text:
@@ -61,10 +72,14 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 text = strip_ansi(text).rstrip("\r")
                 rank, ts, body = split_prefix(text)
                 if rank is None:
-                    rank = src.rank_hint
+                    rank = src.rank_hint if src.rank_hint is not None else message_rank(body)
                 if ts is None:
                     ts = parse_timestamp(body)
                 hits = matcher.match_line(text)
+                if structure.MISMATCH in text:
+                    hits = _read_mismatch(text, src.name, line_no, rank, hits, tally, matcher)
+                for patch in preconditions.met_in(text):
+                    tally.patch_shown.setdefault(patch, {"file": src.name, "line": line_no, "text": text[:500]})
                 if matcher.conditions:
                     tally.conditions.update(matcher.match_conditions(text))
                 ln = Line(idx, src.name, line_no, rank, ts, text, hits, body)
@@ -74,6 +89,25 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 for h in hits:
                     tally.add(ln, h)
                 builder.feed(ln, body)
+
+
+def _read_mismatch(text: str, file: str, line_no: int, rank: int | None, hits: list, tally: _Tally,
+                   matcher: Matcher) -> list:
+    """A collective mismatch where every rank ran the same operation with different sizes is not a collective
+    skipped by some ranks: that reading's hits are dropped and the line is structural evidence of the size causes."""
+    mm = structure.collective_mismatch(text)
+    if mm is None or not mm.same_op:
+        return hits
+    weight = 3.0
+    for cause in structure.MISMATCH_SIZE_CAUSES:
+        if cause in matcher.entries:
+            if not tally.structural[cause]:
+                tally.structural_scores[cause] += weight
+            if len(tally.structural[cause]) < MAX_EVIDENCE:
+                tally.structural[cause].append({"file": file, "line": line_no, "text": text[:500], "rank": rank,
+                                                "kind": "structural", "proves": mm.proves()})
+            weight /= 2
+    return [h for h in hits if h.cause != structure.MISMATCH_CAUSE]
 
 
 def _add_rank_value_evidence(tally: _Tally, matcher: Matcher, differing: dict) -> None:
@@ -151,6 +185,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         # only the agent saw the first failure (a kill with no message of its own); the workers' errors are echoes
         scores[ECHO_CAUSE] += ECHO_BONUS
 
+    for cause, sc in tally.structural_scores.items():
+        scores[cause] += sc
     context_hits: list[dict] = []
     if context:
         for cause, kw, words in matcher.match_keywords(context):
@@ -159,16 +195,28 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         for i, line in enumerate(context.splitlines(), 1):
             for h in (h for h in matcher.match_line(line) if h.active(seen)):
                 scores[h.cause] += h.weight
-                tally.evidence[h.cause].append({"file": "<context>", "line": i, "text": line[:500],
-                                                "rank": None, "kind": h.kind, "proves": h.proves})
+                # an error line pasted into the description is the log's text; other words stay words
+                quoted = h.kind == "root" and bool(ERRORISH.search(line) or EXC_LINE.match(line.strip()))
+                tally.evidence[h.cause].append({"file": "<context>", "line": i, "text": line[:500], "rank": None,
+                                                "kind": h.kind, "proves": h.proves, "quoted": quoted})
+            for patch in preconditions.met_in(line):
+                tally.patch_shown.setdefault(patch, {"file": "<context>", "line": i, "text": line[:500]})
+
+    evidence_of: dict[str, list[dict]] = {}
+    for cause in scores:
+        evidence_of[cause] = [{k: v for k, v in ev.items() if k != "sig"} for ev in tally.evidence.get(cause, [])
+                              if "sig" not in ev or tally.sigs[ev["sig"]].active(seen)]
+        evidence_of[cause] += tally.structural.get(cause, [])
+    if calibrate.needs_more(evidence_of, scores, first):
+        # no signature explains the first failure: compare the log's failures with known ones
+        _compare_with_known(builder, first, references_root, context, scores, evidence_of, matcher, tally.head)
 
     ranked = sorted(((c, s) for c, s in scores.items() if s > 0 and c in matcher.entries),
-                    key=lambda cs: (-cs[1], cs[0]))
+                    key=lambda cs: (-calibrate.tier(evidence_of.get(cs[0], [])), -cs[1], cs[0]))
     causes = []
     for cause, score in ranked:
         e = matcher.entries[cause]
-        evidence = [{k: v for k, v in ev.items() if k != "sig"} for ev in tally.evidence.get(cause, [])
-                    if "sig" not in ev or tally.sigs[ev["sig"]].active(seen)]
+        evidence = evidence_of.get(cause, [])
         if first_line is not None and any(h.cause == cause for h in first_line.hits):
             # the first failure's own line leads the evidence of the cause it shows
             lead = {"file": first_line.file, "line": first_line.line, "text": first_line.text[:500],
@@ -178,9 +226,16 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         evidence += [{"file": "<context>", "line": None, "text": context or "", "rank": None, "kind": "keyword",
                       "proves": f"the description says {h['words']!r} (/{h['keyword']}/)"} for h in context_hits
                      if h["cause"] == cause][:1]
-        causes.append({"id": cause, "score": round(score, 2), "title": e.title, "entry": e.anchor,
-                       "patch": e.patch, "evidence": evidence[:MAX_EVIDENCE]})
-    top = matcher.entries[causes[0]["id"]] if causes else None
+        for ev in evidence:
+            ev["level"] = calibrate.level_of(ev)
+        level = calibrate.cause_level(evidence)
+        # the strongest evidence first, so the first lines shown are what the answer rests on
+        evidence.sort(key=lambda ev: -calibrate.LEVELS.index(ev["level"]))
+        causes.append({"id": cause, "score": round(score, 2), "level": level, "title": e.title, "entry": e.anchor,
+                       "patch": e.patch, **calibrate.patch_gate(e.patch, tally.patch_shown),
+                       "check": calibrate.check_for(e), "evidence": evidence[:MAX_EVIDENCE]})
+    verdict = calibrate.verdict(causes)
+    top = matcher.entries[causes[0]["id"]] if verdict == "confident" else None
     ff = None
     if first_line is not None:
         ff = {"rank": first_line.rank, "file": first_line.file, "line": first_line.line,
@@ -189,15 +244,22 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             ff["seen_by"] = found.seen_by
         if alike:
             ff["all_ranks"] = True
+        if found.failed:
+            ff["failed_ranks"] = found.failed  # ranks with an error of their own (echoes and timeouts aside)
         if found.waiting:
             ff["waiting"] = True  # every failing rank timed out waiting for another
+            ff["timed_out_ranks"] = found.timed_out
+            if found.missing:
+                ff["missing_ranks"] = found.missing  # the job's other ranks: the ones the others waited for
     echo_list = [{"file": e.key_line().file, "line": e.key_line().line, "rank": e.rank,
                   "text": e.key_line().text[:300]} for e in echoes[:20]]
-    thin = not causes or causes[0]["score"] < THIN_SCORE or first is None
+    thin = not causes or causes[0]["score"] < THIN_SCORE or first is None or verdict != "confident"
     result = {
+        "verdict": verdict,
         "causes": causes,
         "first_failure": ff,
-        "patch": top.patch if top else None,
+        "patch": causes[0]["patch"] if top and causes[0]["patch_ready"] else None,
+        "patch_withheld": causes[0]["patch_note"] if top and causes[0]["patch"] and not causes[0]["patch_ready"] else None,
         "entry": top.anchor if top else None,
         "fix": _first_paragraph(top.section("Fix")) if top else None,
         "verify": top.verify if top else None,
@@ -209,6 +271,51 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                   "events": len(builder.events), "events_dropped": builder.dropped},
     }
     return result
+
+
+def _plain(head: bytes) -> str:
+    """The first lines of the input without rank prefixes (what retrieval reads when no line is an error)."""
+    return "\n".join(split_prefix(strip_ansi(ln))[2] for ln in head.decode("utf-8", "replace").splitlines()).strip()
+
+
+def _compare_with_known(builder: EventBuilder, first: Event | None, references_root, context: str | None,
+                        scores: dict, evidence_of: dict, matcher: Matcher, head: bytes = b"") -> None:
+    """Structural matches of the log's failures (first failure first) with the knowledge base's quotes and the
+    corpus's train cases, then BM25 neighbours of the failure text: new causes, or evidence for named ones."""
+    from distdoctor.diagnose.retrieval import known_failures
+
+    known = known_failures(str(references_root) if references_root else None)
+    events = [first] if first is not None else []
+    events += [e for e in builder.events if e is not first and e.is_error and not e.is_agent and not e.is_echo][:MAX_COMPARED]
+    failures = [structure.failure_of(e) for e in events]
+    # a same-operation mismatch reads like the different-operation one word for word: never that cause
+    same_op = any((mm := structure.collective_mismatch(f.message)) is not None and mm.same_op for f in failures)
+    for i, (ev, f) in enumerate(zip(events, failures)):
+        for m in known.structural([f]):
+            if m.cause not in matcher.entries or (same_op and m.cause == structure.MISMATCH_CAUSE):
+                continue
+            key = ev.key_line()
+            item = {"file": key.file, "line": key.line, "text": key.text[:500], "rank": key.rank, "kind": "structural",
+                    "proves": f"{f.exc_type} with the same message template as a known {m.cause} failure "
+                              f"({m.where}: {m.text[:160]!r})"}
+            if not any(x["kind"] == "structural" for x in evidence_of.get(m.cause, [])):
+                scores[m.cause] += (STRUCTURAL_WEIGHT if i == 0 else STRUCTURAL_WEIGHT / 2) * m.score
+                evidence_of.setdefault(m.cause, []).append(item)
+    if any(calibrate.tier(evs) for c, evs in evidence_of.items() if scores.get(c, 0) > 0):
+        return  # the log itself names a cause: neighbours would only add weaker candidates
+    query = ("\n".join(f.message for f in failures) + "\n" + _plain(head)).strip() or (context or "")
+    for rank_, m in enumerate(known.similar(query)):
+        if m.cause not in matcher.entries or (same_op and m.cause == structure.MISMATCH_CAUSE):
+            continue
+        from_log = bool(failures or _plain(head))
+        item = {"file": m.where, "line": None, "text": m.text, "rank": None,
+                "kind": "similar" if from_log else "keyword",
+                "proves": f"{'the log' if from_log else 'your description'} is most like {m.doc_id} "
+                          f"(BM25 {m.score:.2f} of the best)"}
+        if not from_log:  # retrieval over the person's words rests on words
+            item["file"] = "<context>"
+        scores[m.cause] += SIMILAR_WEIGHT * m.score / (1 + rank_)  # agreeing with the words adds up
+        evidence_of.setdefault(m.cause, []).append(item)
 
 
 def _fmt_ts(ts: tuple | None) -> str | None:

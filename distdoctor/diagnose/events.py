@@ -26,10 +26,14 @@ ECHO = re.compile(r"Connection closed by peer|Connection reset by peer|closing s
                   r"ChildFailedError|remote worker crashing")
 # A rank that reports a timeout was waiting for another: it names a victim, not a culprit.
 TIMEOUT = re.compile(r"[Tt]imed out|[Tt]imeout|timed out after|failed to pass monitoredBarrier")
-AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)")
+AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)"
+                          # torch.multiprocessing.spawn's parent names the process (its index) that failed
+                          r"|[Pp]rocess (?P<spawned>\d+) terminated with (?:signal|exit code|the following error)")
 DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
+# The job's size where a line states it (torch's store barrier, a launcher, a user's print).
+WORLD_SIZE = re.compile(r"(?i)\bworld[_ ]size\b\s*[=:]?\s*(?P<n>\d{1,6})\b")
 MAX_EVENT_LINES = 24
 MAX_EVENTS = 1000
 MAX_TEXT = 1000    # characters of a line kept in an event (matching saw up to 64 KiB)
@@ -139,6 +143,7 @@ class EventBuilder:
         self._last_ts: dict[int, tuple[int, tuple]] = {}
         self._seen: set[tuple[int, int | None]] = set()  # (source, rank) pairs that had a line before
         self.dropped = 0
+        self.world_size: int | None = None        # the largest world size a line states
 
     def _add(self, ev: Event) -> None:
         if len(self.events) < MAX_EVENTS:
@@ -155,6 +160,10 @@ class EventBuilder:
             lines.append(self.agent_failed)
         for ln in lines:
             ln.hits[:] = [h for h in ln.hits if keep(h)]
+
+    def ranks_seen(self) -> set[int]:
+        """Ranks that wrote any candidate line, or that the agent's summary lists."""
+        return {r for _, r in self._seen if r is not None} | {e.rank for e in self.summary}
 
     def agent_first(self) -> Line | None:
         """The rank the agent's summary shows failing first: one killed by a signal (not the agent's
@@ -193,10 +202,15 @@ class EventBuilder:
             ln.text, ln.body = ln.text[:MAX_TEXT], ln.body[:MAX_TEXT]
             body = ln.body
         self._summary(ln, body)
+        if "orld" in body:
+            m = WORLD_SIZE.search(body)
+            if m and 1 < int(m["n"]) <= 1_000_000:
+                self.world_size = max(self.world_size or 0, int(m["n"]))
         if self.agent_failed is None:
             m = AGENT_FAILED.search(body)
             if m:
-                self.agent_failed = Line(ln.src, ln.file, ln.line, int(m["rank"]), ln.ts, ln.text, ln.hits, body)
+                self.agent_failed = Line(ln.src, ln.file, ln.line, int(m["rank"] or m["spawned"]), ln.ts, ln.text,
+                                         ln.hits, body)
         cont = self._colon.pop(ln.src, None)
         if cont is not None and ln.rank is None and ln.line == cont.lines[-1].line + 1:
             # "ERROR Training failed due to:" then the message on the next, unprefixed line

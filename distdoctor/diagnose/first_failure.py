@@ -23,6 +23,9 @@ class FirstFailure:
     all_ranks: bool = False         # the same failure on every failing rank: none went first
     waiting: bool = False           # every failing rank timed out waiting for another
     seen_by: str | None = None      # "agent" or "peers" when no worker logged the failure itself
+    timed_out: list[int] = field(default_factory=list)  # ranks that reported a timeout (when all waited)
+    missing: list[int] = field(default_factory=list)    # ranks of the job that reported none: the awaited ones
+    failed: list[int] = field(default_factory=list)     # ranks with an error of their own (not an echo, not a timeout)
 
 
 def _order(ev: Event, all_ts: bool) -> tuple:
@@ -59,8 +62,11 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
             if alike or key.rank is None:
                 rank = None if alike else (agent.rank if agent is not None else None)
                 key = _with_rank(key, rank)
-            return FirstFailure(first, key, echoes, alike, waiting=alike)
+            timed_out = sorted({e.rank for e in candidates if e.rank is not None})
+            return FirstFailure(first, key, echoes, alike, waiting=alike, timed_out=timed_out,
+                                missing=_missing(builder, timed_out) if alike else [])
         candidates = failed
+        failed_ranks = sorted({e.rank for e in failed if e.rank is not None})
         first = candidates[0]
         key = first.key_line()
         # The same failure on several ranks (or several unlabelled copies): no rank went first.
@@ -82,7 +88,7 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
             key = _with_rank(key, agent.rank)
         if alike:
             key = _with_rank(key, None)
-        return FirstFailure(first, key, echoes, alike)
+        return FirstFailure(first, key, echoes, alike, failed=failed_ranks)
     killed = [e.exitcode for e in builder.summary if e.exitcode is not None and e.exitcode < 0 and e.exitcode != -15]
     if agent is not None and len(killed) >= 2 and len(set(killed)) == 1:
         # every rank the agent lists died of the same signal: none went first
@@ -96,6 +102,17 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
                     return FirstFailure(None, _with_rank(ln, int(m["rank"])), echoes, seen_by="peers")
     return FirstFailure(None, agent, echoes, seen_by="agent" if agent is not None else None)
 
+
+
+def _missing(builder: EventBuilder, timed_out: list[int], most: int = 16) -> list[int]:
+    """Ranks of the job (0 .. world size - 1, the size as logged, else the highest rank seen + 1) that reported
+    no timeout while the others did: the ones they waited for. Empty when the job's size is unknown or too
+    many are missing to point anywhere."""
+    if len(timed_out) < 2:
+        return []
+    world = max(builder.world_size or 0, max(builder.ranks_seen() | set(timed_out)) + 1)
+    missing = [r for r in range(world) if r not in set(timed_out)]
+    return missing if 0 < len(missing) <= most else []
 
 
 def _with_rank(ln: Line, rank: int | None) -> Line:

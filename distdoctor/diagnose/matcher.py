@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as sre_c  # type: ignore[no-redef]
 
 from distdoctor import paths
+from distdoctor.diagnose import preconditions
 from distdoctor.diagnose.rank_values import ranks_differ, values_in
 from distdoctor.knowledge import Entry, KnowledgeError, load_entries
 
@@ -32,9 +33,11 @@ STRUCTURAL_ANCHORS = [
     "Aborted", "Killed", "Timeout", "Timed out",
 ]
 # Structural regexes (each starts with a rare character): glog error/fatal lines (E1123 07:09:50,
-# [E1123 ...], the torchrun agent's "failed (exitcode ...)" lines among them) and C++ crash text.
-STRUCTURAL_PATTERNS = [r"E\d{3,4} \d\d:\d\d", r"F\d{3,4} \d\d:\d\d", r"\[E ", r"\[F ", r"terminate called",
-                       r"what\(\): "]
+# [E1123 ...], c10's [E626 ...]; the torchrun agent's "failed (exitcode ...)" lines among them) and C++ crash
+# text. The glog date is spelled as a month and day, not any 3-4 digits: a multi-pattern engine then finds
+# them at literal speed among the INFO lines (I1123 07:09:50) that fill a big log.
+_GLOG_DATE = r"(?:[1-9]|0[1-9]|1[0-2])[0-3]\d \d\d:\d\d"
+STRUCTURAL_PATTERNS = ["E" + _GLOG_DATE, "F" + _GLOG_DATE, r"\[E ", r"\[F ", r"terminate called", r"what\(\): "]
 _MIN_ANCHOR = 3
 _MAX_ANCHOR = 20
 # Characters frequent at the start of ordinary log text: anchors avoid starting with them, since
@@ -218,12 +221,15 @@ class Matcher:
                 words.update({a, a.lower(), a.upper(), a.capitalize()} if sig.ignore_case else {a})
         for _, rx, anchors in self.rank_values:
             words.update(anchors)
+        # Lines that show a patch's precondition (a device bound by the global rank, a get_future call)
+        # are read even when no signature names them.
+        words.update(preconditions.anchors())
         # Signatures without any literal are searched over whole blocks with their own regex.
         self.unanchored = [s for s in self.signatures if not s.anchors]
         self.prefilter_words = words
         self.structural_patterns = list(STRUCTURAL_PATTERNS)
-        pattern = trie_regex(sorted(words), STRUCTURAL_PATTERNS)
-        self.prefilter = re.compile(pattern)
+        # the pure-Python prefilter (a trie-shaped alternation), compiled only where no faster engine is used
+        self.prefilter_pattern = trie_regex(sorted(words), STRUCTURAL_PATTERNS)
 
     def match_line(self, text: str) -> list[CompiledSignature]:
         """Signatures whose regex is found in one line."""

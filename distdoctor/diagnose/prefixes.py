@@ -27,6 +27,8 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("none", re.compile(r"[A-Za-z][\w.-]*:\d+:\d+ \[(?P<rank>\d+)\] ")),
     # olmo-core style: 2025-06-16 16:58:45.173<TAB>g3053:1<TAB>...
     ("rank", re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s+[A-Za-z][\w.-]*:(?P<rank>\d{1,5})\s")),
+    # a logger's timestamp in front of torch's rank prefix: 2024-11-20 14:37:16 [rank3]: (peeled, time kept)
+    ("time", re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s+(?=\[rank\d+\]:)")),
     # torchrun --tee / --role prefixes: [default0]:, [trainer3]:
     ("local", re.compile(r"\[(?!rank\d)[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]:")),
     # srun --label: "3: "
@@ -58,6 +60,20 @@ _PATH_RANK = [
 ]
 
 
+# torch names the reporting rank inside some messages of an unprefixed line: "... store based barrier on
+# rank: 7, for key ...", "[Rank 0]: ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ...". Not "Rank 1 failed to
+# pass" or "Rank 1 is running collective": those name another rank.
+_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|^\s*\[Rank (?P<b>\d+)\]|\[PG [^\]]*\bRank (?P<c>\d+)\]")
+
+
+def message_rank(body: str) -> int | None:
+    """The rank a torch message says reported it, for a line without a rank prefix."""
+    if "ank" not in body:
+        return None
+    m = _MESSAGE_RANK.search(body)
+    return int(m["a"] or m["b"] or m["c"]) if m else None
+
+
 def strip_ansi(text: str) -> str:
     return ANSI.sub("", text) if "\x1b" in text else text
 
@@ -74,8 +90,8 @@ def split_prefix(line: str) -> tuple[int | None, tuple | None, str]:
                 continue
             m = rx.match(body)
             if m:
-                value = int(m["rank"])
-                if kind == "none":
+                value = int(m["rank"]) if "rank" in rx.groupindex else None
+                if kind in ("none", "time"):
                     pass
                 elif kind == "rank":
                     if rank is None or rx is _PREFIXES[0][1]:

@@ -16,6 +16,28 @@ def _clip(text: str, n: int = 200) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
+LEVEL_WORDS = {
+    "signature": "an error signature on a line of the log",
+    "structural": "the structure of the failure (exception type, message template, ranks)",
+    "similar": "a similar known log only",
+    "words": "your description only",
+}
+
+
+def _candidates(out: list[str], causes: list[dict], has_failure: bool) -> None:
+    """Causes that rest on retrieval or words only: to confirm, never a top cause with a fix."""
+    out.append("")
+    why = "no signature or known failure structure in the logs names a cause" if has_failure \
+        else "the logs show no failure of their own"
+    out.append(f"No confident cause ({why}). Candidates to confirm:")
+    for c in causes[:5]:
+        out.append(f"  - {c['id']} — {c['title']}  (rests on: {LEVEL_WORDS[c.get('level', 'words')]})")
+        for e in c["evidence"][:2]:
+            out.append(f"      {_where(e)}: {_clip(e['proves'], 150)}")
+        out.append(f"      check: {_clip(c.get('check') or c['entry'], 220)}")
+    out.append("No fix or patch is proposed until one of these is confirmed by the logs.")
+
+
 def render(result: dict) -> str:
     out: list[str] = []
     st = result.get("stats", {})
@@ -38,6 +60,13 @@ def render(result: dict) -> str:
                 "peers": " (named by its peers' errors)"}.get(ff.get("seen_by", ""), "")
         out.append(f"First failure: {who}{seen} at {ff['file']}:{ff['line']}")
         out.append(f"    {_clip(ff['text'])}")
+        if len(ff.get("failed_ranks", [])) > 1:
+            out.append(f"    ranks with an error of their own: {', '.join(map(str, ff['failed_ranks']))}")
+        if ff.get("missing_ranks"):
+            waited = ", ".join(map(str, ff.get("timed_out_ranks", [])))
+            missing = ", ".join(map(str, ff["missing_ranks"]))
+            out.append(f"    ranks {waited} timed out; rank(s) {missing} reported no timeout in these logs: if the "
+                       "logs are complete, the ones they waited for (hung, slow, or died silently): look there first")
     else:
         out.append("First failure: none found (no error event in the logs)")
     echoes = result.get("echoes") or []
@@ -48,14 +77,20 @@ def render(result: dict) -> str:
         out.append(f"Echoes: {len(echoes)} error(s){' on ranks ' + ', '.join(map(str, ranks)) if ranks else ''} "
                    "are consequences of the first failure (peer closed/reset, SIGTERM, watchdog), not causes.")
     if not causes:
-        out.append("Cause: none of the knowledge base's signatures matched.")
+        out.append("Cause: none of the knowledge base's signatures matched, and no known failure is like these logs.")
+    elif result.get("verdict", "confident") != "confident":
+        _candidates(out, causes, bool(ff))
     else:
         top = causes[0]
         out.append("")
-        out.append(f"Top cause: {top['id']} — {top['title']}  (score {top['score']})")
+        level = top.get("level", "signature")
+        out.append(f"Top cause: {top['id']} — {top['title']}  (score {top['score']}; rests on: {LEVEL_WORDS[level]})")
+        if not ff:
+            out.append("  (no failing line was found: this cause rests on the lines below, which are not an error "
+                       "of their own; confirm them before applying the fix)")
         for e in top["evidence"]:
             out.append(f"  {_where(e)}: {_clip(e['text'], 160)}")
-            out.append(f"      ({e['kind']}: {e['proves']})")
+            out.append(f"      ({e['kind']}, {e.get('level', 'signature')}: {e['proves']})")
         if result.get("fix"):
             out.append("Fix:")
             for para in result["fix"].split("\n\n"):
@@ -65,13 +100,18 @@ def render(result: dict) -> str:
                     out.extend("  " + ln for ln in textwrap.wrap(para, 96))
         if result.get("patch"):
             out.append(f"Patch: python scripts/patch_backend.py --dry-run --only {result['patch']} REPO   (then without --dry-run)")
+            if top.get("patch_note"):
+                out.append(f"  (precondition: {top['patch_note']})")
+        elif result.get("patch_withheld"):
+            out.append(f"Patch: {top['patch']} withheld: {result['patch_withheld']}")
         else:
             out.append("Patch: none; the fix is guidance (read the entry)")
         out.append(f"Read: {result['entry']}")
         if result.get("verify"):
             out.append(f"Verify: {result['verify']}")
         if len(causes) > 1:
-            out.append("Other candidates: " + ", ".join(f"{c['id']} ({c['score']})" for c in causes[1:6]))
+            out.append("Other candidates: " + ", ".join(f"{c['id']} ({c['score']}, {c.get('level', '?')})"
+                                                        for c in causes[1:6]))
     if result.get("next_step"):
         out.append("")
         out.append("Next step: " + result["next_step"])

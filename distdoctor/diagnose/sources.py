@@ -98,61 +98,84 @@ def expand(paths: list[str], errors: list[dict]) -> Iterator[Source]:
 
 
 def blocks(stream: BinaryIO, stats: ScanStats, name: str) -> Iterator[tuple[int, bytes]]:
-    """(number of the block's first line, block of whole lines ending in b'\\n').
+    """(number of the block's first line, block of whole lines ending in b'\\n'), each its own bytes.
 
     Memory is bounded by BLOCK + MAX_LINE: a line longer than MAX_LINE is cut there (the rest of
     it is skipped) and still counts as one line.
     """
+    for first, buf, start, end in spans(stream, stats, name):
+        yield first, bytes(buf[start:end])
+
+
+def spans(stream: BinaryIO, stats: ScanStats, name: str) -> Iterator[tuple[int, bytes | bytearray, int, int]]:
+    """(first line number, buffer, start, end): buffer[start:end] is a block of whole lines as blocks() gives.
+
+    One buffer is read into again and again (no new megabyte per block): a span is valid only until the next
+    one is asked for.
+    """
+    buf = bytearray(MAX_LINE + BLOCK)
+    view = memoryview(buf)
+    count = _LineCounter()
     line_no = 1
-    carry = b""
-    skipping = False
+    carry = 0          # bytes of a partial line kept at buf[:carry]
+    skipping = False   # inside a line cut at MAX_LINE: its rest is dropped up to its newline
     first = True
     while True:
-        chunk = stream.read(BLOCK)
-        if not chunk:
+        n = stream.readinto(view[carry:carry + BLOCK])
+        if not n:
             break
-        stats.bytes += len(chunk)
+        stats.bytes += n
         if first:
             first = False
-            if b"\x00" in chunk[:8192]:
+            if buf.find(b"\x00", carry, carry + min(n, 8192)) >= 0:
                 raise InputError(f"{name}: binary file (NUL bytes in the first 8 KiB), not a log")
+        start, end = 0, carry + n
         if skipping:
-            nl = chunk.find(b"\n")
+            nl = buf.find(b"\n", start, end)
             if nl < 0:
                 continue
-            chunk = chunk[nl + 1:]
-            skipping = False
-        last_in_chunk = chunk.rfind(b"\n")
-        if last_in_chunk >= 0:
-            # one copy at most: the carried partial line joined to the chunk's whole lines
-            if last_in_chunk + 1 == len(chunk):
-                block, carry = (carry + chunk if carry else chunk), b""
-            else:
-                block = carry + memoryview(chunk)[:last_in_chunk + 1]
-                carry = chunk[last_in_chunk + 1:]
-            if len(carry) > MAX_LINE:
-                stats.cut_lines += 1
-                carry, skipping = carry[:MAX_LINE], True
-                yield line_no, block
-                line_no += block.count(b"\n")
-                yield line_no, carry + b"\n"
-                line_no += 1
-                carry = b""
-                continue
-            yield line_no, block
-            line_no += block.count(b"\n")
-            continue
-        # no newline in this chunk (and never one in carry): the same line goes on
-        data = carry + chunk if carry else chunk
-        if len(data) > MAX_LINE:
+            start, skipping = nl + 1, False
+        last = buf.rfind(b"\n", start, end)
+        if last >= 0:
+            if last + 1 > start:
+                yield line_no, buf, start, last + 1
+                line_no += count(buf, start, last + 1)
+            start = last + 1
+        tail = end - start
+        if tail > MAX_LINE:
             stats.cut_lines += 1
-            yield line_no, data[:MAX_LINE] + b"\n"
+            yield line_no, bytes(view[start:start + MAX_LINE]) + b"\n", 0, MAX_LINE + 1
             line_no += 1
-            carry = b""
-            skipping = True
+            carry, skipping = 0, True
         else:
-            carry = data
+            buf[:tail] = bytes(view[start:end])  # the partial last line goes first for the next read
+            carry = tail
     if carry:
-        yield line_no, carry + b"\n"
+        yield line_no, bytes(view[:carry]) + b"\n", 0, carry + 1
         line_no += 1
     stats.lines += line_no - 1
+
+
+class _LineCounter:
+    """Newlines in a span: bytes.count, or numpy (several times faster) once an input proves big."""
+
+    BIG = 16  # spans before numpy is worth its import
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.np = None
+        self.eq = None
+
+    def __call__(self, buf, start: int, end: int) -> int:
+        self.calls += 1
+        if self.calls == self.BIG:
+            try:
+                import numpy as np
+                self.np, self.eq = np, np.empty(MAX_LINE + BLOCK, dtype=bool)
+            except ImportError:
+                pass
+        if self.np is None or not isinstance(buf, bytearray):
+            return buf.count(b"\n", start, end)
+        out = self.eq[:end - start]
+        self.np.equal(self.np.frombuffer(buf, self.np.uint8, end - start, start), 10, out=out)
+        return int(self.np.count_nonzero(out))

@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--e2e-manifest", metavar="FILE", default=None, help=argparse.SUPPRESS)
     p.add_argument("--cause", action="append", metavar="ID", help="score only cases expecting this cause "
                                                                   "(repeatable)")
+    p.add_argument("--no-corpus", action="store_true", help="skip the real-log corpus (evals/corpus/ and the public "
+                                                            "logs), scored with the built-in diagnosis on the "
+                                                            "default cases")
+    p.add_argument("--corpus", metavar="DIR", help="real-log corpus folder (default evals/corpus/); its train split "
+                                                   "is also what retrieval indexes")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
 
@@ -100,11 +105,26 @@ def main(argv: list[str] | None = None) -> int:
             return _fail(str(exc))
 
     text = report.render_text(result, loop)
+    corpus_md = corpus_json = None
+    if not args.no_corpus and isinstance(responder, responders.BuiltinResponder) and not args.cause \
+            and Path(args.cases).resolve() == DEFAULT_CASES.resolve():
+        from distdoctor.diagnose.retrieval import use_corpus
+        from distdoctor.evals import corpus
+
+        refused: list[str] = []
+        use_corpus(args.corpus)
+        scored = corpus.score_corpus(Path(args.corpus) if args.corpus else corpus.CORPUS, causes=causes,
+                                     errors=refused)
+        corpus_md = corpus.render_markdown(scored, refused)
+        corpus_json = corpus.to_json(scored, refused)
+        text += "\n\n" + corpus.render_text(scored)
     if args.json:
         print(text, file=sys.stderr)
         out = result.to_json()
         if loop is not None:
             out["e2e"] = [r.to_json() for r in loop]
+        if corpus_json is not None:
+            out["corpus"] = corpus_json
         print(json.dumps(out, indent=1))
     else:
         print(text)
@@ -112,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         command = "python evals/run_evals.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None
                                                                                     else sys.argv[1:]))
         try:
-            _write_atomic(Path(args.results), report.render_markdown(result, loop, command.strip()))
+            md = report.render_markdown(result, loop, command.strip())
+            _write_atomic(Path(args.results), md + ("\n" + corpus_md if corpus_md else ""))
         except OSError as exc:
             return _fail(f"cannot write {args.results}: {exc.strerror or exc}")
         if not args.quiet:

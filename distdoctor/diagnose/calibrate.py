@@ -1,0 +1,75 @@
+"""How much an answer rests on: a level per evidence line and per cause, and the verdict they allow.
+
+Levels, strongest first:
+- `signature`: a knowledge-base signature matched a line of the log;
+- `structural`: a failure of the log has the structure of a known one (exception type and message template,
+  or a collective mismatch read field by field);
+- `similar`: retrieval found a known log or entry like this one;
+- `words`: only the person's description (--context) names it (an error line pasted into the description
+  and matched by a root signature counts as `signature`: it is the log's text, quoted).
+Only `signature` and `structural` make a confident answer (a top cause, its fix and patch). A cause resting
+on `similar` or `words` is a candidate to confirm, shown with what to check.
+"""
+
+from __future__ import annotations
+
+import re
+
+from distdoctor.diagnose import preconditions
+
+LEVELS = ("words", "similar", "structural", "signature")  # weakest first
+CONFIDENT = ("structural", "signature")
+
+
+def level_of(ev: dict) -> str:
+    if ev.get("file") == "<context>" or ev.get("kind") == "keyword":
+        return "signature" if ev.get("quoted") else "words"
+    if ev.get("kind") in ("structural", "similar"):
+        return ev["kind"]
+    return "signature"
+
+
+def cause_level(evidence: list[dict]) -> str:
+    return max((ev.get("level") or level_of(ev) for ev in evidence), key=LEVELS.index, default="words")
+
+
+def tier(evidence: list[dict]) -> int:
+    """1 when the log itself shows the cause (confident levels), else 0: ranks come before scores."""
+    return int(cause_level(evidence) in CONFIDENT)
+
+
+def verdict(causes: list[dict]) -> str:
+    if not causes:
+        return "none"
+    return "confident" if causes[0]["level"] in CONFIDENT else "candidates"
+
+
+def needs_more(evidence_of: dict[str, list[dict]], scores: dict[str, float], first) -> bool:
+    """Whether to compare the log with known failures: no signature matched the log, or none explains its
+    first failure."""
+    any_sig = any(scores.get(c, 0) > 0 and level_of(ev) == "signature" for c, evs in evidence_of.items() for ev in evs)
+    explained = first is not None and any(h.kind in ("root", "hint") for h in first.hits)
+    return not any_sig or (first is not None and not explained)
+
+
+def patch_gate(patch: str | None, shown: dict[str, dict]) -> dict:
+    """{"patch_ready": may the patch be proposed, "patch_note": what shows its precondition, or why not}."""
+    if not patch:
+        return {"patch_ready": False, "patch_note": None}
+    pre = preconditions.PRECONDITIONS.get(patch)
+    if pre is None:
+        return {"patch_ready": True, "patch_note": None}
+    where = shown.get(patch)
+    if where is None:
+        return {"patch_ready": False, "patch_note": pre.missing}
+    line = f":{where['line']}" if where.get("line") is not None else ""
+    return {"patch_ready": True, "patch_note": f"{pre.shows} ({where['file']}{line}: {where['text'].strip()[:160]})"}
+
+
+def check_for(entry) -> str:
+    """What to look for to confirm a candidate: the first sentence of its entry's Symptom section."""
+    text = " ".join(entry.section("Symptom").split())
+    text = re.sub(r"```\w*", "", text).strip()
+    m = re.match(r"(.{20,300}?[.:])(?:\s|$)", text)
+    first = (m.group(1) if m else text[:300]).rstrip(":")
+    return f"{first} (see {entry.anchor})" if first else f"read {entry.anchor}"

@@ -1,0 +1,145 @@
+"""Known failures to compare an unfamiliar log with: the knowledge base's quoted error text and the labelled
+corpus's train cases (evals/corpus/, never a held-out case).
+
+Two readings, weakest last:
+- `structural`: a failure of the log has the same exception type and nearly the same message template as a
+  known failure of some cause (numbers, paths, hosts, ports, sizes abstracted);
+- `similar`: BM25 (the `bm25s` library) ranks the known documents, one per entry and one per corpus case,
+  against the log's error lines; the best documents' causes are candidates to confirm.
+The index is built in memory on first use (a few hundred short documents: milliseconds), never written to disk.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from distdoctor import paths
+from distdoctor.diagnose.structure import Failure, error_lines, failure_of_text, similarity, tokens
+from distdoctor.knowledge import load_entries
+
+STRUCTURAL_MIN = 0.6   # template overlap (Jaccard, same exception type) that counts as the same failure
+CORPUS_DOC_CHARS = 20000  # of a corpus log indexed (its head: where an excerpt puts the error)
+SIMILAR_TOP = 3        # causes taken from retrieval
+SIMILAR_MIN = 0.35     # a document scoring under this share of the best one is not similar enough
+_EXCLUDED: set[str] = set()
+_CORPUS_ROOT: list[str | None] = [None]  # None: evals/corpus/ of this checkout
+
+
+@dataclass(frozen=True)
+class Known:
+    cause: str
+    where: str          # references/x.md#cause or the corpus case's URL
+    doc_id: str         # entry:<cause> or corpus:<case id>
+    failure: Failure
+
+
+@dataclass(frozen=True)
+class Match:
+    cause: str
+    where: str
+    doc_id: str
+    score: float
+    text: str           # the known failure's line (structural) or the document's best line (similar)
+
+
+def use_corpus(root: str | Path | None) -> None:
+    """Index another corpus folder's train split (the evals' --corpus); None: evals/corpus/."""
+    _CORPUS_ROOT[0] = str(root) if root else None
+
+
+@contextmanager
+def excluding(doc_ids: set[str]):
+    """Leave some documents out (scoring a train case must not find the case itself)."""
+    saved = set(_EXCLUDED)
+    _EXCLUDED.update(doc_ids)
+    try:
+        yield
+    finally:
+        _EXCLUDED.clear()
+        _EXCLUDED.update(saved)
+
+
+def _documents(references_root: str, corpus_root: str | None) -> list[tuple[str, str, str, str]]:
+    """(doc id, cause, where, text) for every entry and every train corpus case."""
+    from distdoctor.corpus import train_cases
+
+    docs = []
+    for e in load_entries(Path(references_root)):
+        text = "\n".join([e.title, e.section("Symptom")] + [q.text for q in e.quotes])
+        docs.append((f"entry:{e.cause}", e.cause, e.anchor, text))
+    causes = {d[1] for d in docs}
+    for c in train_cases(corpus_root):
+        if c.cause in causes:
+            docs.append((f"corpus:{c.id}", c.cause, c.source, c.log[:CORPUS_DOC_CHARS]))
+    return docs
+
+
+class KnownFailures:
+    def __init__(self, docs: list[tuple[str, str, str, str]]):
+        self.docs = docs
+        self.failures: list[Known] = []
+        for doc_id, cause, where, text in docs:
+            for line, frames in dict.fromkeys(error_lines(text)):
+                self.failures.append(Known(cause, where, doc_id, failure_of_text(line, frames)))
+        self._bm25 = None
+
+    def structural(self, failures: list[Failure]) -> list[Match]:
+        """Known failures of the same type and template as one of the log's (best per cause)."""
+        best: dict[str, Match] = {}
+        for f in failures:
+            for k in self.failures:
+                if k.doc_id in _EXCLUDED:
+                    continue
+                s = similarity(f, k.failure)
+                if s >= STRUCTURAL_MIN and (k.cause not in best or s > best[k.cause].score):
+                    best[k.cause] = Match(k.cause, k.where, k.doc_id, round(s, 3), k.failure.message)
+        return sorted(best.values(), key=lambda m: (-m.score, m.cause))
+
+    def _index(self):
+        if self._bm25 is None:
+            import bm25s  # imported on first use: a log with signature evidence never needs it
+
+            self._bm25 = bm25s.BM25()
+            self._bm25.index([tokens(text) or ["<empty>"] for _, _, _, text in self.docs], show_progress=False)
+        return self._bm25
+
+    def similar(self, query: str) -> list[Match]:
+        """Causes of the documents most like the query (best document per cause), strongest first."""
+        q = tokens(query)
+        if not q or not self.docs:
+            return []
+        import numpy as np
+
+        bm25 = self._index()
+        scores = np.asarray(bm25.get_scores(q), dtype=float)
+        order = np.argsort(-scores)
+        out: dict[str, Match] = {}
+        top = None
+        for i in order[:50]:
+            doc_id, cause, where, text = self.docs[int(i)]
+            s = float(scores[int(i)])
+            if doc_id in _EXCLUDED or s <= 0:
+                continue
+            top = top or s
+            if s < SIMILAR_MIN * top or len(out) >= SIMILAR_TOP:
+                break
+            if cause not in out:
+                out[cause] = Match(cause, where, doc_id, round(s / top, 3), _best_line(text, set(q)))
+        return list(out.values())
+
+
+def _best_line(text: str, q: set[str]) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return max(lines, key=lambda ln: len(q & set(tokens(ln))), default="")[:300]
+
+
+def known_failures(references_root: str | None = None) -> KnownFailures:
+    return _known(references_root or str(paths.REFERENCES), _CORPUS_ROOT[0])
+
+
+@lru_cache(maxsize=4)
+def _known(references_root: str, corpus_root: str | None) -> KnownFailures:
+    return KnownFailures(_documents(references_root, corpus_root))

@@ -1,0 +1,169 @@
+"""Score the built-in diagnosis on the real-log corpus (evals/corpus/), per split and per source kind.
+
+Figures: top-1, top-3, no answer, how often the answer is confident and how often a confident answer is right,
+and the first failing rank on the cases whose log shows one. A train case is diagnosed with itself left out of
+retrieval (it would find its own log); held-out cases are never in the retrieval index at all.
+The public logs of tests/data/logs (`public_*`) can be scored the same way as a development set: the
+signatures were written from them, so they are reported apart and never as held out.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from distdoctor import paths
+from distdoctor.corpus import CORPUS, CorpusCase, load_corpus
+
+LOGS = paths.ROOT / "tests" / "data" / "logs"
+
+
+@dataclass
+class CorpusResult:
+    id: str
+    split: str
+    kind: str
+    cause: str
+    got: str | None
+    top3: list[str]
+    verdict: str
+    level: str | None
+    first_rank_expected: int | None
+    first_rank_got: int | None
+
+    @property
+    def top1_ok(self) -> bool:
+        return self.got == self.cause
+
+    @property
+    def top3_ok(self) -> bool:
+        return self.cause in self.top3
+
+    @property
+    def rank_ok(self) -> bool | None:
+        return None if self.first_rank_expected is None else self.first_rank_got == self.first_rank_expected
+
+
+def diagnose_case(case: CorpusCase, references_root: Path | None = None) -> CorpusResult:
+    from distdoctor.diagnose import diagnose_text
+    from distdoctor.diagnose.retrieval import excluding
+
+    with excluding({f"corpus:{case.id}"}):
+        r = diagnose_text(case.log, context=case.context or None, name=f"{case.id}.log",
+                          references_root=references_root)
+    ids = [c["id"] for c in r["causes"]]
+    ff = r.get("first_failure") or {}
+    return CorpusResult(case.id, case.split, case.kind, case.cause, ids[0] if ids else None, ids[:3],
+                        r.get("verdict", "confident" if ids else "none"), r["causes"][0].get("level") if ids else None,
+                        case.first_failure_rank, ff.get("rank"))
+
+
+def public_logs(logs: Path = LOGS) -> list[CorpusCase]:
+    """The public_* logs of tests/data/logs as corpus cases (the development set)."""
+    out = []
+    for meta_path in sorted(logs.glob("public_*.meta.yaml")):
+        name = meta_path.name[:-len(".meta.yaml")]
+        log = logs / f"{name}.log"
+        if not log.is_file():
+            continue
+        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
+        out.append(CorpusCase(name, log.read_text(encoding="utf-8", errors="replace"), meta["source"],
+                              meta["expected_cause"], "confirmed", "dev", None, meta.get("first_failure_rank"),
+                              meta.get("context") or ""))
+    return out
+
+
+def summary(results: list[CorpusResult]) -> dict:
+    n = len(results)
+    conf = [r for r in results if r.verdict == "confident"]
+    ranked = [r for r in results if r.rank_ok is not None]
+    return {"n": n, "top1": sum(r.top1_ok for r in results), "top3": sum(r.top3_ok for r in results),
+            "no_answer": sum(r.got is None for r in results), "confident": len(conf),
+            "confident_right": sum(r.top1_ok for r in conf), "ranks": len(ranked),
+            "ranks_right": sum(bool(r.rank_ok) for r in ranked)}
+
+
+def score_corpus(root: Path = CORPUS, include_public: bool = True, causes: set[str] | None = None,
+                 errors: list[str] | None = None, references_root: Path | None = None) -> list[CorpusResult]:
+    """Diagnose every valid corpus case (bad ones go to `errors`), and the public dev logs when asked."""
+    cases = load_corpus(root, causes, errors if errors is not None else [])
+    if include_public:
+        cases += public_logs()
+    return [diagnose_case(c, references_root) for c in cases]
+
+
+def to_json(results: list[CorpusResult], errors: list[str] | None = None) -> dict:
+    """Per split: the summary counts, and per source kind within it; the refused cases."""
+    out: dict = {"splits": {}, "refused": list(errors or [])}
+    for r in results:
+        out["splits"].setdefault(r.split, {"all": [], "kinds": defaultdict(list)})
+        out["splits"][r.split]["all"].append(r)
+        out["splits"][r.split]["kinds"][r.kind].append(r)
+    out["splits"] = {split: {**summary(d["all"]), "per_kind": {k: summary(v) for k, v in sorted(d["kinds"].items())}}
+                     for split, d in sorted(out["splits"].items())}
+    return out
+
+
+def _frac(k: int, n: int) -> str:
+    return f"{k}/{n} ({100 * k / n:.1f}%)" if n else "—"
+
+
+SPLIT_WORDS = {"heldout": "held out (never used for signatures or retrieval)", "train": "train",
+               "dev": "tests/data/logs public_* (signatures written from them)"}
+
+
+def render_markdown(results: list[CorpusResult], errors: list[str] | None = None) -> str:
+    md = ["## Real-log corpus (`evals/corpus/`)", "",
+          "The built-in diagnosis on real logs quoted from public threads. Split by the frozen rule of "
+          "`evals/corpus/README.md`; train cases are diagnosed with their own log left out of retrieval. "
+          "*Confident*: the answer rests on a signature or the failure's structure (a top cause with a fix); "
+          "otherwise the answer is candidates to confirm. *First rank*: cases whose log shows the first failing rank.",
+          "", "| split | cases | top-1 | top-3 | no answer | confident | confident and right | first rank right |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    by_split: dict[str, list[CorpusResult]] = defaultdict(list)
+    for r in results:
+        by_split[r.split].append(r)
+    for split in ("heldout", "train", "dev"):
+        rs = by_split.get(split, [])
+        if not rs and split == "dev":
+            continue
+        s = summary(rs)
+        md.append(f"| {SPLIT_WORDS[split]} | {s['n']} | {_frac(s['top1'], s['n'])} | {_frac(s['top3'], s['n'])} | "
+                  f"{_frac(s['no_answer'], s['n'])} | {_frac(s['confident'], s['n'])} | "
+                  f"{_frac(s['confident_right'], s['confident'])} | {_frac(s['ranks_right'], s['ranks'])} |")
+    md += ["", "### Per source kind", "", "| split | source kind | cases | top-1 | top-3 | no answer | first rank right |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    groups: dict[tuple[str, str], list[CorpusResult]] = defaultdict(list)
+    for r in results:
+        groups[(r.split, r.kind)].append(r)
+    for (split, kind), rs in sorted(groups.items()):
+        s = summary(rs)
+        md.append(f"| {split} | {kind} | {s['n']} | {_frac(s['top1'], s['n'])} | {_frac(s['top3'], s['n'])} | "
+                  f"{_frac(s['no_answer'], s['n'])} | {_frac(s['ranks_right'], s['ranks'])} |")
+    misses = [r for r in results if r.split != "heldout" and not r.top1_ok]
+    md += ["", "### Wrong top-1 outside the held-out split", ""]
+    if misses:
+        md += ["| case | split | expected | answered (level) | top-3 |", "|---|---|---|---|---|"]
+        md += [f"| {r.id} | {r.split} | `{r.cause}` | {r.got or '(none)'} ({r.level or '—'}) | {', '.join(r.top3)} |"
+               for r in misses]
+    else:
+        md.append("None.")
+    md += ["", "Held-out misses are counted above, never listed: nobody tunes on them."]
+    if errors:
+        md += ["", "### Corpus cases refused by the loader", ""] + [f"- {e}" for e in errors]
+    return "\n".join(md) + "\n"
+
+
+def render_text(results: list[CorpusResult]) -> str:
+    lines = ["real-log corpus (split: cases, top-1, top-3, no answer, first rank right):"]
+    by_split: dict[str, list[CorpusResult]] = defaultdict(list)
+    for r in results:
+        by_split[r.split].append(r)
+    for split in ("heldout", "train", "dev"):
+        s = summary(by_split.get(split, []))
+        lines.append(f"  {split:<8} {s['n']:>4}  {_frac(s['top1'], s['n'])}  {_frac(s['top3'], s['n'])}  "
+                     f"{_frac(s['no_answer'], s['n'])}  {_frac(s['ranks_right'], s['ranks'])}")
+    return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""Calibrated answers: every cause says what it rests on; words or retrieval alone never make a top cause with a
+fix; patches only where their precondition shows; a same-operation collective mismatch is not a skipped one."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from distdoctor.diagnose import diagnose_paths, diagnose_text
+from distdoctor.diagnose.render import render
+from distdoctor.diagnose.structure import MISMATCH_SIZE_CAUSES, collective_mismatch, template
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / "tests" / "data" / "logs"
+
+# Produced here: TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --standalone --nproc_per_node=2 on a script whose
+# rank 0 all_reduces torch.ones(10) and rank 1 torch.ones(5) (gloo, torch 2.13.0 CPU).
+SAME_OP = ("[rank0]: RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+           "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[10], TensorDtypes=Float, "
+           "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, layout=Strided (default), "
+           "requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt))), but Rank 1 is "
+           "running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[5], "
+           "TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, layout=Strided "
+           "(default), requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt))).Collectives "
+           "differ in the following aspects:   Tensor Tensor shapes: 10vs 5\n")
+
+
+def _assert_not_confident(result: dict) -> None:
+    assert result["verdict"] in ("candidates", "none"), [(c["id"], c["level"]) for c in result["causes"][:3]]
+    assert result["patch"] is None and result["fix"] is None and result["entry"] is None
+    text = render(result)
+    assert "Top cause" not in text and "\nFix:" not in text and "patch_backend.py" not in text
+
+
+@pytest.mark.parametrize("words", ["the job runs in a container", "it hangs when I save a checkpoint",
+                                   "the tokenizer is loaded on every rank", "MASTER_ADDR is set to the head node",
+                                   "W&B logging is on"])
+def test_a_word_of_context_is_never_a_top_cause_with_a_fix(words):
+    r = diagnose_text("", context=words)
+    _assert_not_confident(r)
+    for c in r["causes"]:
+        assert c["level"] == "words" and all(e["level"] == "words" for e in c["evidence"])
+        assert c["check"]  # what to look for to confirm it
+
+
+def test_no_words_only_eval_case_is_answered_with_a_fix():
+    from distdoctor.evals.cases import load_cases
+    cases = [c for c in load_cases(ROOT / "evals" / "cases.jsonl") if not c.log and not c.files]
+    assert len(cases) >= 20
+    for c in cases:
+        r = diagnose_text("", context=c.context)
+        if any(e["level"] != "words" for cause in r["causes"] for e in cause["evidence"]):
+            continue  # an error line pasted into the description is matched as the log's own text
+        _assert_not_confident(r)
+
+
+def _kb_with_quote(tmp_path: Path) -> Path:
+    """A one-entry knowledge base whose signature never matches but whose quoted text is like the log's."""
+    (tmp_path / "x.md").write_text(textwrap.dedent("""\
+        ### port_in_use — port taken
+
+        ```yaml
+        cause: port_in_use
+        patch: null
+        related: []
+        verify: "run it"
+        signatures:
+          - regex: "never matches anything zzqx"
+            proves: "nothing"
+            kind: root
+        ```
+
+        **Symptom**
+        The store cannot bind its port.
+
+        ```text
+        RuntimeError: The server socket has failed to bind to the address of widget 7 (port 29500): address taken
+        ```
+        """), encoding="utf-8")
+    return tmp_path
+
+
+def test_retrieval_only_is_a_candidate_and_structure_is_confident(tmp_path):
+    refs = _kb_with_quote(tmp_path)
+    # same exception type and message template (numbers abstracted): structural, a confident answer
+    same = diagnose_text("[rank1]: RuntimeError: The server socket has failed to bind to the address of widget 3 "
+                         "(port 41000): address taken\n", references_root=refs)
+    assert same["verdict"] == "confident" and same["causes"][0]["level"] == "structural"
+    assert same["causes"][0]["evidence"][0]["kind"] == "structural"
+    # only some words in common, another exception type: retrieval, a candidate without a fix
+    like = diagnose_text("[rank1]: OSError: server socket bind failed, port taken\n", references_root=refs)
+    assert like["causes"] and like["causes"][0]["level"] == "similar"
+    _assert_not_confident(like)
+    js = json.loads(json.dumps(like))
+    assert js["verdict"] == "candidates" and js["causes"][0]["evidence"][0]["level"] == "similar"
+
+
+def test_levels_are_in_json_and_text():
+    r = diagnose_paths([str(LOGS / "gen_peer_died_valueerror.log")])
+    assert r["verdict"] == "confident" and r["causes"][0]["level"] == "signature"
+    assert all({"level", "kind", "proves"} <= set(e) for c in r["causes"] for e in c["evidence"])
+    assert "rests on: an error signature" in render(r)
+
+
+def test_no_failing_line_beside_a_confident_cause_is_said():
+    r = diagnose_text("step 00002/00003 | loss: 5.854676\nTotal training time: 0.00m\n",
+                      context="torchrun on 2 ranks exits 0, but are the ranks really training one model together?")
+    text = render(r)
+    if r["verdict"] == "confident":
+        assert "First failure: none found" in text and "no failing line was found" in text
+
+
+def test_local_rank_patch_needs_a_global_rank_binding():
+    pick = LOGS / "public_local_rank_device_pick.log"
+    r = diagnose_paths([str(pick)], "CUDA_VISIBLE_DEVICES=1,2 torchrun --nproc_per_node=4 train.py")
+    assert r["causes"][0]["id"] == "local_rank_device" and r["patch"] is None
+    assert "global rank" in r["patch_withheld"] and "withheld" in render(r)
+    bound = diagnose_paths([str(pick)], "my script calls torch.cuda.set_device(args.rank) first")
+    assert bound["patch"] == "local_rank_device" and "global rank" in bound["causes"][0]["patch_note"]
+    # more processes than GPUs (torchrun --nproc_per_node=8 on 4 GPUs): the cause stands, the patch does not
+    field = diagnose_paths([str(LOGS / "field_nanogpt_invalid_device_ordinal.log")])
+    assert field["causes"][0]["id"] == "local_rank_device" and field["patch"] is None
+
+
+def test_gloo_future_shim_needs_get_future():
+    lacking = diagnose_paths([str(LOGS / "public_gloo_missing_feature_insightface.log")])
+    assert lacking["causes"][0]["id"] == "gloo_missing_feature" and lacking["patch"] is None
+    future = diagnose_paths([str(LOGS / "gen_gloo_get_future.log")])
+    assert future["causes"][0]["id"] == "gloo_missing_feature" and future["patch"] == "gloo_future_shim"
+
+
+def test_same_operation_different_sizes_is_not_a_skipped_collective():
+    mm = collective_mismatch(SAME_OP)
+    assert mm.same_op and mm.ops == ("ALLREDUCE", "ALLREDUCE") and mm.shapes == ("10", "5")
+    r = diagnose_text(SAME_OP)
+    ids = [c["id"] for c in r["causes"]]
+    assert "rank_conditional_collective" not in ids
+    # the size causes the knowledge base has (a signature of its own, or this structural reading) lead
+    assert r["causes"][0]["id"] in MISMATCH_SIZE_CAUSES and r["causes"][0]["level"] in ("signature", "structural")
+    assert any("both ran ALLREDUCE" in e["proves"] for c in r["causes"] for e in c["evidence"])
+    different = diagnose_paths([str(LOGS / "gen_rank0_allreduce_detail.log")])
+    assert different["causes"][0]["id"] == "rank_conditional_collective"
+    assert not collective_mismatch(different["first_failure"]["text"] if different["first_failure"] else SAME_OP.replace(
+        "OpType=ALLREDUCE, TensorShape=[5]", "OpType=BROADCAST, TensorShape=[5]")).same_op
+
+
+def test_templates_abstract_numbers_paths_hosts_ports():
+    a = template("RuntimeError: [/opt/gloo/pair.cc:553] Connection closed by peer [10.0.0.3]:41234 after 30s")
+    b = template("RuntimeError: [../third_party/gloo/pair.cc:589] Connection closed by peer [127.0.0.1]:5 after 2s")
+    assert a == b
+
+
+def test_ranks_that_timed_out_and_ranks_that_did_not():
+    # hiyouga/LlamaFactory#6269: ranks 0, 3 and 4 report the NCCL watchdog timeout; 1 and 2 report nothing
+    r = diagnose_paths([str(LOGS / "public_collective_timeout_llamafactory.log")])
+    ff = r["first_failure"]
+    assert ff["waiting"] and ff["rank"] is None
+    assert ff["timed_out_ranks"] == [0, 3, 4] and ff["missing_ranks"] == [1, 2]
+    assert "rank(s) 1, 2 reported no timeout" in render(r)
+    # a rank's own error, its peers' echoes aside
+    own = diagnose_paths([str(LOGS / "gen_peer_died_valueerror.log")])
+    assert own["first_failure"]["failed_ranks"] == [1] and "missing_ranks" not in own["first_failure"]

@@ -1,0 +1,102 @@
+"""The real-log corpus: meta validation, the frozen split, train-only retrieval, and its scoring."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from distdoctor.corpus import CorpusError, load_corpus, split_of, train_cases
+from distdoctor.diagnose import retrieval
+from distdoctor.evals import corpus as corpus_eval
+
+LOGS = Path(__file__).resolve().parent / "data" / "logs"
+
+
+def _write(root: Path, case_id: str, public_log: str, **meta) -> None:
+    """A corpus case made of one of tests/data/logs' public logs (real text, its URL)."""
+    src = yaml.safe_load((LOGS / f"{public_log}.meta.yaml").read_text())
+    shutil.copy(LOGS / f"{public_log}.log", root / f"{case_id}.log")
+    body = {"source": src["source"], "cause": src["expected_cause"], "confidence": "confirmed",
+            "split": split_of(case_id), "first_failure_rank": src.get("first_failure_rank"), **meta}
+    (root / f"{case_id}.meta.yaml").write_text(yaml.safe_dump(body))
+
+
+def _ids(split: str, n: int) -> list[str]:
+    out, i = [], 0
+    while len(out) < n:
+        if split_of(f"case-{i}") == split:
+            out.append(f"case-{i}")
+        i += 1
+    return out
+
+
+def test_split_rule_is_the_readme_rule():
+    import hashlib
+    for i in range(200):
+        cid = f"owner-repo-{i}"
+        assert (split_of(cid) == "heldout") == (int(hashlib.sha256(cid.encode()).hexdigest(), 16) % 10 < 3)
+    share = sum(split_of(f"x-{i}") == "heldout" for i in range(2000)) / 2000
+    assert 0.25 < share < 0.35
+
+
+def test_bad_metas_are_refused_with_file_and_field(tmp_path):
+    (train,) = _ids("train", 1)
+    _write(tmp_path, train, "public_port_in_use_distkd", split="heldout")
+    with pytest.raises(CorpusError, match=r"field split: 'heldout', but the frozen rule gives 'train'"):
+        load_corpus(tmp_path)
+    _write(tmp_path, train, "public_port_in_use_distkd", confidence="sure")
+    with pytest.raises(CorpusError, match=r"field confidence"):
+        load_corpus(tmp_path)
+    _write(tmp_path, train, "public_port_in_use_distkd")
+    errors: list[str] = []
+    assert len(load_corpus(tmp_path, causes={"nccl_without_cuda"}, errors=errors)) == 0
+    assert "field cause" in errors[0]
+    (tmp_path / "orphan-1.log").write_text("RuntimeError: x\n")
+    errors.clear()
+    load_corpus(tmp_path, errors=errors)
+    assert any("orphan-1.log: no .meta.yaml" in e for e in errors)
+
+
+def test_retrieval_indexes_train_cases_only(tmp_path):
+    train_ids, held_ids = _ids("train", 2), _ids("heldout", 2)
+    for cid in train_ids + held_ids:
+        _write(tmp_path, cid, "public_port_in_use_distkd")
+    # a meta that lies about its split is refused, and the rule (not the meta) decides what is indexed
+    got = {c.id for c in train_cases(str(tmp_path))}
+    assert got == set(train_ids)
+    retrieval.use_corpus(tmp_path)
+    try:
+        docs = {d[0] for d in retrieval.known_failures().docs}
+        assert {f"corpus:{c}" for c in train_ids} <= docs
+        assert not any(f"corpus:{c}" in docs for c in held_ids)
+    finally:
+        retrieval.use_corpus(None)
+
+
+def test_scoring_reports_both_splits_and_source_kinds(tmp_path):
+    (tr,), (ho,) = _ids("train", 1), _ids("heldout", 1)
+    _write(tmp_path, tr, "public_port_in_use_distkd")
+    _write(tmp_path, ho, "public_nccl_without_cuda_ofa")
+    results = corpus_eval.score_corpus(tmp_path, include_public=False)
+    assert {r.split for r in results} == {"train", "heldout"}
+    assert all(r.top1_ok and r.verdict == "confident" for r in results)
+    md = corpus_eval.render_markdown(results)
+    assert "| held out (never used for signatures or retrieval) | 1 | 1/1 (100.0%)" in md
+    assert "| heldout | github-issue | 1 |" in md and "| train | github-issue | 1 |" in md
+
+
+def test_public_dev_logs_stay_right():
+    results = [corpus_eval.diagnose_case(c) for c in corpus_eval.public_logs()]
+    assert len(results) >= 40
+    s = corpus_eval.summary(results)
+    assert s["top1"] == s["n"] and s["ranks_right"] == s["ranks"]
+
+
+def test_run_evals_json_and_results_carry_the_corpus(tmp_path, capsys):
+    from distdoctor.evals.cli import main
+    results = tmp_path / "RESULTS.md"
+    assert main(["--json", "-q", "--corpus", str(tmp_path / "none"), "--results", str(results)]) == 0
+    out = __import__("json").loads(capsys.readouterr().out)
+    assert out["corpus"]["splits"]["dev"]["n"] >= 40
+    assert "## Real-log corpus" in results.read_text()
