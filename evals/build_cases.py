@@ -41,7 +41,9 @@ def main() -> int:
           file=sys.stderr)
     for cause in taxonomy:
         print(f"  {cause:<28} {per_cause.get(cause, 0)}", file=sys.stderr)
-    problems = build.coverage(cases, taxonomy)
+    from distdoctor.corpus import load_corpus
+
+    problems = build.coverage(cases, taxonomy, [c.cause for c in load_corpus(causes=set(taxonomy))])
     for p in problems:
         print(f"build_cases: coverage: {p}", file=sys.stderr)
     out = Path(args.out)

@@ -137,11 +137,14 @@ def build(logs: Path = LOGS, words: Path = WORDS, taxonomy: dict[str, dict] | No
     return cases
 
 
-def coverage(cases: list[Case], taxonomy: dict[str, dict]) -> list[str]:
-    """Problems with coverage: fewer than 3 cases for a cause, fewer than 5 for a cause with a patch."""
+def coverage(cases: list[Case], taxonomy: dict[str, dict], corpus_causes: list[str] = ()) -> list[str]:
+    """Problems with coverage: fewer than 3 cases for a cause, fewer than 5 for a cause with a patch.
+
+    `corpus_causes` (one label per real-log corpus case, evals/corpus/) counts too: a long-tail cause is
+    measured on the real logs of the corpus rather than on eval cases made for it."""
     counts = {c: 0 for c in taxonomy}
-    for case in cases:
-        counts[case.expected_cause] = counts.get(case.expected_cause, 0) + 1
+    for cause in [case.expected_cause for case in cases] + list(corpus_causes):
+        counts[cause] = counts.get(cause, 0) + 1
     problems = []
     for cause, info in taxonomy.items():
         need = 5 if info.get("patch") else 3
