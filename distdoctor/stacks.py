@@ -20,6 +20,10 @@ INSTALL_HINT = "py-spy is not installed: `pip install py-spy` (then run again; n
                "or `sudo`, or kernel.yama.ptrace_scope=0)"
 
 
+LAUNCH_VARS = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "TORCH_FR_DUMP_TEMP_FILE",
+               "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_JOB_ID"}
+
+
 @dataclass
 class RankProcess:
     pid: int
@@ -29,6 +33,8 @@ class RankProcess:
     world_size: str | None
     cmdline: str
     catches_sigusr1: bool
+    env: dict[str, str] | None = None  # the launcher's variables (LOCAL_WORLD_SIZE, TORCH_FR_DUMP_TEMP_FILE, ...)
+    zombie: bool = False
 
     def label(self) -> str:
         return f"pid {self.pid} RANK={self.rank} LOCAL_RANK={self.local_rank} WORLD_SIZE={self.world_size}"
@@ -102,7 +108,11 @@ def find_rank_processes(root_pid: int | None = None) -> list[RankProcess]:
         if "python" not in exe and not status.get("Name", "").startswith(("python", "pt_main")):
             continue
         out.append(RankProcess(pid, ppid, env.get("RANK"), env.get("LOCAL_RANK"), env.get("WORLD_SIZE"), cmd,
-                               catches_signal(status, signal.SIGUSR1)))
+                               catches_signal(status, signal.SIGUSR1),
+                               {k: v for k, v in env.items() if k in LAUNCH_VARS},
+                               status.get("State", "").startswith("Z")))
+    ranks = {p.pid for p in out}
+    out = [p for p in out if p.ppid not in ranks]  # a rank's own children (DataLoader workers) inherit RANK
     return sorted(out, key=lambda p: (int(p.rank) if (p.rank or "").isdigit() else 1 << 30, p.pid))
 
 
