@@ -4,13 +4,14 @@ the benchmark. The job runs in its own session; `kill()` ends the agent and ever
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from distdoctor.hang.collect import CollectError, collect
+from distdoctor.hang.collect import CollectError, collect  # noqa: F401 - collect is re-exported for callers
 from distdoctor.hang.model import INIT, UNKNOWN, WAITING, HostSnapshot
 from distdoctor.procs import descendants, kill_tree
 from distdoctor.runner import torchrun_cmd
@@ -32,7 +33,15 @@ class Job:
     def kill(self) -> list[int]:
         """Kill the agent, its process group and all descendants; returns pids still alive after (none)."""
         pids = [self.pid, *descendants(self.pid)]
+        sessions = {_session(p) for p in pids} - {None, _session(os.getpid())}
         kill_tree(self.pid)
+        orphans = [p for p in _pids() if _session(p) in sessions]  # a rank's children reparented away
+        for p in orphans:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        pids += orphans
         self.proc.wait(timeout=10)
         deadline = time.monotonic() + 5
         alive = pids
@@ -40,6 +49,17 @@ class Job:
             alive = [p for p in pids if _alive(p)]
             time.sleep(0.05)
         return alive
+
+
+def _pids() -> list[int]:
+    return [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()]
+
+
+def _session(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[4])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _alive(pid: int) -> bool:

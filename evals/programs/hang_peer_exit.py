@@ -12,8 +12,10 @@ import torch.distributed as dist
 
 
 def start_uploader() -> None:
+    job = os.getppid()  # the launcher: upload while the job runs
     if os.fork() == 0:  # background upload of finished shards
-        time.sleep(600)
+        while os.path.exists(f"/proc/{job}"):
+            time.sleep(0.5)
         os._exit(0)
 
 
