@@ -210,7 +210,9 @@ def analyse(snap: HostSnapshot) -> Verdict:
     late = [r for r in alive if r.state not in WAITING and r.state != "unknown"]
     if gone:
         v.odd_ranks = gone
-        ev = [f"rank {g}: no live process (the launcher started it; it exited)" for g in gone]
+        states = {r.rank: r.state for r in ranks}
+        ev = [f"rank {g}: " + ("its process has no Python frame left: it is exiting" if states.get(g) == "exiting"
+                               else "no live process (the launcher started it; it exited)") for g in gone]
         if waiting:
             site = Counter((w.file, w.line, w.op) for w in waiting).most_common(1)[0][0]
             ev.append(f"{len(waiting)} rank(s) wait for it in {site[2]} at {short(site[0])}:{site[1]}")

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from distdoctor import paths
-from distdoctor.hang.model import (BARRIER, COLLECTIVE, DATA, INIT, P2P, USER, Frame, RankSnapshot)
+from distdoctor.hang.model import BARRIER, COLLECTIVE, DATA, EXITING, INIT, P2P, USER, Frame, RankSnapshot
 
 _LIBRARY = re.compile(r"/(site|dist)-packages/|^<frozen |^<string>|/lib/python3\.\d+/|/lib/pypy3")
 _OWN = str(paths.ROOT / "distdoctor") + "/"
@@ -68,6 +68,9 @@ def classify(frames: list[Frame]) -> tuple[str, str | None]:
 def fill(snap: RankSnapshot, frames: list[Frame]) -> RankSnapshot:
     """Set state, op, user frame and path of a snapshot from its stack (innermost first)."""
     snap.frames = frames
+    if not frames:
+        snap.state, snap.op = EXITING, None
+        return snap
     snap.state, snap.op = classify(frames)
     user = [f for f in frames if not is_library(f.file)]
     snap.path = list(reversed(user))

@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass, field
 SCHEMA_VERSION = 1
 
 # states
-COLLECTIVE, P2P, BARRIER, USER, DATA, INIT, EXITED, ZOMBIE, UNKNOWN = (
-    "collective", "p2p", "barrier", "user code", "data loading", "init", "exited", "zombie", "unknown")
+COLLECTIVE, P2P, BARRIER, USER, DATA, INIT, EXITING, EXITED, ZOMBIE, UNKNOWN = (
+    "collective", "p2p", "barrier", "user code", "data loading", "init", "exiting", "exited", "zombie", "unknown")
 WAITING = {COLLECTIVE, P2P, BARRIER}  # states that wait for other ranks
-GONE = {EXITED, ZOMBIE}
+GONE = {EXITING, EXITED, ZOMBIE}  # exiting: alive but no Python frame left (interpreter shut down)
 
 
 @dataclass
