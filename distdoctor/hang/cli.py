@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per py-spy dump (default 10)")
     ap.add_argument("--py-spy", help="the py-spy to use (default: on PATH or beside this Python)")
     ap.add_argument("--host", help="the host name to record (default: this host's name)")
+    ap.add_argument("--slurm-job", help="only ranks of this Slurm job (default inside an srun step: its job)")
     args = ap.parse_args(argv)
     try:
         if args.merge:
@@ -68,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.fr and args.pid is None and not args.collect:
             snap = HostSnapshot("-")
         else:
-            snap = collect(args.pid, args.py_spy, args.timeout, args.host)
+            job = args.slurm_job or (os.environ.get("SLURM_JOB_ID") if os.environ.get("SLURM_STEP_ID")
+                                      and args.pid is None else None)
+            snap = collect(args.pid, args.py_spy, args.timeout, args.host, job)
         if args.fr:
             snap.flight_recorder.update(fr.read_dir(Path(args.fr), args.fr_prefix))
     except (CollectError, fr.TraceError) as exc:

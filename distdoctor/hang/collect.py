@@ -135,17 +135,20 @@ def flight_recorder_files(procs: list[RankProcess]) -> dict[str, Path]:
 
 
 def collect(root_pid: int | None = None, py_spy: str | None = None, timeout: float = 10.0,
-            host: str | None = None) -> HostSnapshot:
-    """The snapshot of this host's ranks (under root_pid when given). Raises CollectError on input errors."""
+            host: str | None = None, slurm_job: str | None = None) -> HostSnapshot:
+    """The snapshot of this host's ranks (under root_pid, or of Slurm job slurm_job, when given).
+    Raises CollectError on input errors."""
     start = time.monotonic()
     host = host or socket.gethostname()
     try:
         procs = find_rank_processes(root_pid)
     except LookupError as exc:
         raise CollectError(f"{exc} (give the pid of a torchrun agent, an srun step or a rank)") from None
+    if slurm_job:
+        procs = [p for p in procs if (p.env or {}).get("SLURM_JOB_ID") == str(slurm_job)]
     if not procs:
         where = f"pid {root_pid} is no rank process and has none below it" if root_pid else \
-            "no rank process on this host"
+            f"no rank process of Slurm job {slurm_job} on {host}" if slurm_job else "no rank process on this host"
         raise CollectError(f"{where} (looked for python processes with RANK in their environment or a "
                            "torchrun parent)")
     spy = find_py_spy(py_spy)

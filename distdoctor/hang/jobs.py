@@ -10,6 +10,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from distdoctor.hang.collect import CollectError, collect  # noqa: F401 - collect is re-exported for callers
 from distdoctor.hang.model import INIT, UNKNOWN, WAITING, HostSnapshot
@@ -79,10 +80,16 @@ def start(program: str | Path, nproc: int, env: dict[str, str] | None = None, po
     cmd = torchrun_cmd(program, nproc, launcher_args=launcher)
     if port:
         cmd.remove("--standalone")
+    return spawn(cmd, log, env, nproc)
+
+
+def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None, nproc: int = 0,
+          cwd: str | Path | None = None) -> Job:
+    """Start any launch command in its own session, OMP_NUM_THREADS=1, output to log."""
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=full_env,
-                                start_new_session=True)
+                                start_new_session=True, cwd=cwd)
     return Job(proc, log, nproc)
 
 
@@ -90,16 +97,19 @@ def _signature(snap: HostSnapshot) -> tuple:
     return tuple((r.rank, r.state, r.op, r.file, r.line) for r in snap.ranks)
 
 
-def wait_stuck(job: Job, timeout: float = 60.0, fr_ranks: int = 0, fr_prefix: str | None = None) -> HostSnapshot:
-    """Poll the job's ranks until some wait for others and nothing moved between two polls (and, with fr_ranks,
-    that many Flight Recorder traces are written). Raises TimeoutError with the log's tail otherwise."""
+def wait_stuck(job: Job | Callable[[], HostSnapshot], timeout: float = 60.0, fr_ranks: int = 0,
+               fr_prefix: str | None = None) -> HostSnapshot:
+    """Poll the job's ranks (a Job, or a function that collects them) until some wait for others and nothing
+    moved between two polls (and, with fr_ranks, that many Flight Recorder traces are written). Raises
+    TimeoutError (with the log's tail for a Job) otherwise."""
     deadline = time.monotonic() + timeout
     last = None
+    snapshot = (lambda: collect(job.pid, timeout=10)) if isinstance(job, Job) else job
     while time.monotonic() < deadline:
-        if job.proc.poll() is not None:
+        if isinstance(job, Job) and job.proc.poll() is not None:
             raise RuntimeError(f"the job ended (exit {job.proc.returncode}) instead of hanging:\n{job.output()[-2000:]}")
         try:
-            snap = collect(job.pid, timeout=10)
+            snap = snapshot()
         except CollectError:
             time.sleep(0.5)
             continue
@@ -111,4 +121,5 @@ def wait_stuck(job: Job, timeout: float = 60.0, fr_ranks: int = 0, fr_prefix: st
             return snap
         last = _signature(snap) if ready else None
         time.sleep(0.5)
-    raise TimeoutError(f"the job did not get stuck in {timeout:g}s:\n{job.output()[-2000:]}")
+    tail = job.output()[-2000:] if isinstance(job, Job) else ""
+    raise TimeoutError(f"the job did not get stuck in {timeout:g}s:\n{tail}")
