@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from distdoctor.hang import jobs, merge
-from distdoctor.hang.collect import CollectError, collect
+from distdoctor.hang.live import CollectError, collect
 from distdoctor.hang.programs import BY_NAME
 from distdoctor.launch import render
 

@@ -140,7 +140,7 @@ def test_source_reading_finds_rank_guards_and_loops():
     blocks = enclosing(str(case.program), case.line + 1)
     assert [(b.kind, b.header, b.on_rank) for b in blocks][-2:] == [
         ("for", "for step in range(2):", False), ("if", "if is_main_process():", True)]
-    assert enclosing(str(ROOT / "no" / "such.py"), 3) == []
+    assert enclosing(str(ROOT / "no" / "such.py"), 3) == ()
 
 
 @pytest.mark.parametrize("args, words", [

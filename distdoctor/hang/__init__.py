@@ -3,10 +3,18 @@
     from distdoctor.hang import collect, analyse, merge
     snap = collect(root_pid=agent_pid)         # this host; HostSnapshot.to_json() for --collect
     verdict = analyse(merge([snap, other]))    # any number of hosts
+
+Names load on first use, so collecting does not pay for the analysis's imports (libcst).
 """
 
-from distdoctor.hang.analyse import Verdict, analyse
-from distdoctor.hang.collect import CollectError, collect
-from distdoctor.hang.model import HostSnapshot, RankSnapshot, merge
+from importlib import import_module
 
-__all__ = ["CollectError", "HostSnapshot", "RankSnapshot", "Verdict", "analyse", "collect", "merge"]
+_WHERE = {"analyse": "align", "Verdict": "align", "collect": "live", "CollectError": "live",
+          "HostSnapshot": "model", "RankSnapshot": "model", "merge": "model"}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(import_module(f"distdoctor.hang.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'distdoctor.hang' has no attribute {name!r}")

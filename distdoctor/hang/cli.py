@@ -13,16 +13,16 @@ error. Nothing is signalled: py-spy reads each rank from outside for a moment (n
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 from distdoctor.hang import flight_recorder as fr
-from distdoctor.hang.analyse import analyse
-from distdoctor.hang.collect import CollectError, collect
+from distdoctor.hang.live import CollectError, collect
 from distdoctor.hang.model import HostSnapshot, merge
-from distdoctor.hang.report import render, to_json
 
 
 def _load(paths: list[str]) -> list[HostSnapshot]:
@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", help="the host name to record (default: this host's name)")
     ap.add_argument("--slurm-job", help="only ranks of this Slurm job (default inside an srun step: its job)")
     args = ap.parse_args(argv)
+    if not args.collect:  # load the analysis (libcst) while py-spy dumps the ranks
+        warm = threading.Thread(target=importlib.import_module, args=("distdoctor.hang.report",), daemon=True)
+        warm.start()
     try:
         if args.merge:
             snap = merge(_load(args.merge))
@@ -81,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.collect:
         print(json.dumps(snap.to_json()))
         return 0
+    from distdoctor.hang.align import analyse
+    from distdoctor.hang.report import render, to_json
+
     verdict = analyse(snap)
     print(json.dumps(to_json(snap, verdict), indent=2) if args.json else render(snap, verdict))
     return 0 if verdict.causes else 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from distdoctor.hang.collect import CollectError, collect  # noqa: F401 - collect is re-exported for callers
+from distdoctor.hang.live import CollectError, collect  # noqa: F401 - collect is re-exported for callers
 from distdoctor.hang.model import INIT, UNKNOWN, WAITING, HostSnapshot
 from distdoctor.procs import descendants, kill_tree
 from distdoctor.runner import torchrun_cmd

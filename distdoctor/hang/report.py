@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from distdoctor.hang.analyse import Verdict
+from distdoctor.hang.align import Verdict
 from distdoctor.hang.frames import short
 from distdoctor.hang.model import HostSnapshot
 from distdoctor.knowledge import entries_by_cause

@@ -9,7 +9,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 # identifiers that say "which rank am I": rank, local_rank, is_main_process(), trainer.is_global_zero, ...
@@ -33,10 +32,19 @@ class Block:
         return self.file, self.line
 
 
+class _Names(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.append(node.value)
+
+
 def names_in(node: cst.CSTNode) -> list[str]:
     """Identifiers read by an expression: names, attribute names, called functions."""
-    out = [n.value for n in m.findall(node, m.Name())]
-    return out
+    visitor = _Names()
+    node.visit(visitor)
+    return visitor.names
 
 
 def reads_rank(node: cst.CSTNode) -> bool:
@@ -88,16 +96,17 @@ def _parse(file: str) -> MetadataWrapper | None:
         return None
 
 
-def enclosing(file: str | None, line: int | None) -> list[Block]:
-    """The blocks around file:line, outermost first; [] when the file cannot be read or parsed here."""
+@lru_cache(maxsize=4096)
+def enclosing(file: str | None, line: int | None) -> tuple[Block, ...]:
+    """The blocks around file:line, outermost first; () when the file cannot be read or parsed here."""
     if not file or not line:
-        return []
+        return ()
     wrapper = _parse(file)
     if wrapper is None:
-        return []
+        return ()
     chain = _Chain(wrapper.module, file, line)
     wrapper.visit(chain)
-    return chain.blocks
+    return tuple(chain.blocks)
 
 
 def line_text(file: str | None, line: int | None) -> str:

@@ -70,7 +70,7 @@ def groups_of(ranks: list[RankSnapshot]) -> dict[tuple, list[RankSnapshot]]:
     return out
 
 
-def _chains(r: RankSnapshot) -> list[tuple[Frame, list[Block]]]:
+def _chains(r: RankSnapshot) -> list[tuple[Frame, tuple[Block, ...]]]:
     return [(f, enclosing(f.file, f.line)) for f in r.path]
 
 
@@ -80,7 +80,8 @@ def _keys(r: RankSnapshot) -> set[tuple[str, int]]:
 
 def _unique_blocks(odd: RankSnapshot, others: list[RankSnapshot]) -> list[tuple[Frame, Block]]:
     """Blocks around the odd rank's frames that enclose no frame of the other ranks, outermost first."""
-    shared = set().union(*(_keys(o) for o in others)) if others else set()
+    distinct = {tuple((f.file, f.line) for f in o.path): o for o in others}.values()  # one per call path
+    shared = set().union(*(_keys(o) for o in distinct)) if others else set()
     return [(f, b) for f, blocks in _chains(odd) for b in blocks if b.key not in shared]
 
 
