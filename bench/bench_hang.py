@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,42 +41,55 @@ from distdoctor.stacks import find_rank_processes  # noqa: E402
 DATA = ROOT / "tests" / "data" / "hang"
 
 
-def bare_dumps(py_spy: str, pids: list[int]) -> float:
+def bare_dumps(py_spy: str, pids: list[int], parallel: bool = True) -> float:
+    """`py-spy dump` of every rank: all at once, or one after another as scripts/dump_stacks.py does."""
     start = time.perf_counter()
-    procs = [subprocess.Popen([py_spy, "dump", "--pid", str(p)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for p in pids]
-    for p in procs:
-        p.wait(timeout=60)
+    if parallel:
+        procs = [subprocess.Popen([py_spy, "dump", "--pid", str(p)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for p in pids]
+        for p in procs:
+            p.wait(timeout=60)
+    else:
+        for p in pids:
+            subprocess.run([py_spy, "dump", "--pid", str(p)], capture_output=True, timeout=60)
     return time.perf_counter() - start
 
 
-def hang_py(agent: int) -> tuple[float, dict]:
+def hang_py(agent: int, cache: str | None = None) -> tuple[float, dict]:
+    """scripts/hang.py from its start to its verdict; with cache, a fresh source cache folder (a cold start)."""
+    env = {**os.environ, **({"XDG_CACHE_HOME": cache} if cache else {})}
     start = time.perf_counter()
     res = subprocess.run([sys.executable, str(ROOT / "scripts" / "hang.py"), "--pid", str(agent), "--json"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env=env)
     return time.perf_counter() - start, json.loads(res.stdout)
 
 
 def live(ranks: list[int], repeat: int) -> None:
     py_spy = find_py_spy()
     case = BY_NAME["hang_rank0_eval"]
-    print(f"{'ranks':>5}  {'bare py-spy (s)':>15}  {'hang.py (s)':>11}  {'ratio':>5}  verdict")
+    print("medians of", repeat, "alternating runs; bare = py-spy dump of every rank (parallel | one by one); "
+          "hang.py cold = first run with an empty source cache (loads libcst)")
+    print(f"{'ranks':>5}  {'bare par':>8}  {'bare seq':>8}  {'hang.py':>7}  {'cold':>5}  {'/par':>5}  {'/seq':>5}  verdict")
     for n in ranks:
         job = jobs.start(case.program, n)
         try:
             jobs.wait_stuck(job, 180)
             pids = [p.pid for p in find_rank_processes(job.pid)]
-            bare, full, out = [], [], {}
+            with tempfile.TemporaryDirectory() as cache:
+                cold, _ = hang_py(job.pid, cache)
+            par, seq, full, out = [], [], [], {}
             for _ in range(repeat):
-                bare.append(bare_dumps(py_spy, pids))
+                par.append(bare_dumps(py_spy, pids))
+                seq.append(bare_dumps(py_spy, pids, parallel=False))
                 seconds, out = hang_py(job.pid)
                 full.append(seconds)
         finally:
             job.kill()
-        b, h = statistics.median(bare), statistics.median(full)
+        p, q, h = statistics.median(par), statistics.median(seq), statistics.median(full)
         ok = out.get("odd_ranks") == [0] and out["causes"][0]["id"] == case.cause
-        print(f"{n:>5}  {b:>15.3f}  {h:>11.3f}  {h / b:>5.2f}  odd {out.get('odd_ranks')} "
-              f"{out['causes'][0]['id']} line {out['location']['line']} {'ok' if ok else 'WRONG'}", flush=True)
+        print(f"{n:>5}  {p:>8.3f}  {q:>8.3f}  {h:>7.3f}  {cold:>5.2f}  {h / p:>5.2f}  {h / q:>5.2f}  odd "
+              f"{out.get('odd_ranks')} {out['causes'][0]['id']} line {out['location']['line']} "
+              f"{'ok' if ok else 'WRONG'}", flush=True)
 
 
 def simulated(n: int, name: str = "hang_uneven_shards", odd_every: int = 4096, per_host: int = 8) -> list[str]:

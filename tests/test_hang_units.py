@@ -180,3 +180,20 @@ def test_py_spy_missing_says_how_to_get_it():
 def test_help():
     res = run_hang("--help")
     assert res.returncode == 0 and "--collect" in res.stdout and "--merge" in res.stdout and "--fr" in res.stdout
+
+
+def test_hung_py_spy_is_bounded_and_the_rank_kept(tmp_path):
+    fake = tmp_path / "py-spy"
+    fake.write_text("#!/bin/sh\nsleep 30\n")
+    fake.chmod(0o755)
+    rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                            env={**os.environ, "RANK": "0", "WORLD_SIZE": "1"})
+    try:
+        res = run_hang("--pid", str(rank.pid), "--py-spy", str(fake), "--timeout", "1", "--json")
+    finally:
+        rank.kill()
+        rank.wait()
+    assert res.returncode == 1, res.stderr  # no verdict from no stack, but the report comes
+    out = json.loads(res.stdout)
+    assert [r["pid"] for r in out["ranks"]] == [rank.pid]
+    assert "did not answer in 1s" in out["errors"][0]

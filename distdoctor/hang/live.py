@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -50,12 +51,17 @@ def _int(value: str | None) -> int | None:
 def dump_one(py_spy: str, proc: RankProcess, timeout: float) -> tuple[list[dict] | None, str | None]:
     """py-spy's JSON threads of one process, or (None, one-line reason)."""
     try:
-        res = subprocess.run([py_spy, "dump", "--json", "--pid", str(proc.pid)], capture_output=True, text=True,
-                             timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return None, f"py-spy dump did not answer in {timeout:g}s (killed); rank left as it was"
+        spy = subprocess.Popen([py_spy, "dump", "--json", "--pid", str(proc.pid)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
     except OSError as exc:
         return None, f"py-spy could not run: {exc}"
+    try:
+        out, err = spy.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(spy.pid, signal.SIGKILL)  # py-spy and anything it started; the rank is not touched
+        spy.communicate()
+        return None, f"py-spy dump did not answer in {timeout:g}s (killed); rank left as it was"
+    res = subprocess.CompletedProcess(spy.args, spy.returncode, out, err)
     if res.returncode == 0:
         try:
             return json.loads(res.stdout), None

@@ -5,12 +5,11 @@ from __future__ import annotations
 from distdoctor.hang.align import Verdict
 from distdoctor.hang.frames import short
 from distdoctor.hang.model import HostSnapshot
-from distdoctor.knowledge import entries_by_cause
+from distdoctor.knowledge import entry_links
 
 
 def _entry(cause: str) -> str | None:
-    entry = entries_by_cause().get(cause)
-    return f"references/{entry.file.name}#{cause}" if entry else None
+    return entry_links().get(cause)
 
 
 def to_json(snap: HostSnapshot, v: Verdict) -> dict:

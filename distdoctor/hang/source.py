@@ -1,26 +1,24 @@
-"""Read the user's source at a reported frame with libcst (never importing it): the blocks that enclose a
-line — branches (and whether their test is on the rank), loops, functions and their decorators."""
+"""Read the user's source at a reported frame (never importing it): the blocks that enclose a line — branches
+(and whether their test is on the rank), loops, functions and their decorators.
+
+One libcst pass per file (source_scan.py) gives the spans of all its blocks; they are cached in memory and on
+disk ($XDG_CACHE_HOME/distdoctor/hang-source, keyed by path, size and mtime), so a second look at the same
+code during a hang does not even load libcst.
+"""
 
 from __future__ import annotations
 
-import re
+import hashlib
+import json
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
-
-# identifiers that say "which rank am I": rank, local_rank, is_main_process(), trainer.is_global_zero, ...
-RANK_NAME = re.compile(r"(^|_)(rank|rank0|rank_zero|global_rank|local_rank|ddp_rank|node_rank|process_index)$"
-                       r"|^(is_)?(main|master)(_process)?$|^is_(local_)?(main|master)|^get_rank$|is_global_zero"
-                       r"|is_rank_zero|is_world_process_zero|^RANK$|^LOCAL_RANK$", re.IGNORECASE)
-RANK_DECORATOR = re.compile(r"rank_?zero|main_process|master_only|rank0|on_rank_0|local_main", re.IGNORECASE)
-
 
 @dataclass(frozen=True)
 class Block:
-    kind: str  # if | for | while | def | with
+    kind: str  # if | for | while | def
     file: str
     line: int  # the header's line
     header: str  # e.g. "if rank == 0:", "for batch in batches:", "def save(...)"
@@ -32,81 +30,52 @@ class Block:
         return self.file, self.line
 
 
-class _Names(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.append(node.value)
-
-
-def names_in(node: cst.CSTNode) -> list[str]:
-    """Identifiers read by an expression: names, attribute names, called functions."""
-    visitor = _Names()
-    node.visit(visitor)
-    return visitor.names
-
-
-def reads_rank(node: cst.CSTNode) -> bool:
-    return any(RANK_NAME.search(n) for n in names_in(node))
-
-
-class _Chain(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def __init__(self, module: cst.Module, file: str, line: int) -> None:
-        self.module, self.file, self.line = module, file, line
-        self.blocks: list[Block] = []
-
-    def _contains(self, node: cst.CSTNode) -> bool:
-        pos = self.get_metadata(PositionProvider, node)
-        return pos.start.line <= self.line <= pos.end.line
-
-    def _start(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).start.line
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, (cst.BaseStatement, cst.IndentedBlock, cst.Else)) and not self._contains(node):
-            return False
-        code = self.module.code_for_node
-        if isinstance(node, cst.If):
-            in_body = self._contains(node.body)
-            self.blocks.append(Block("if", self.file, self._start(node.test), f"if {code(node.test)}:",
-                                     reads_rank(node.test), "body" if in_body else "else"))
-        elif isinstance(node, cst.For):
-            self.blocks.append(Block("for", self.file, self._start(node.target),
-                                     f"for {code(node.target)} in {code(node.iter)}:", reads_rank(node.iter)))
-        elif isinstance(node, cst.While):
-            self.blocks.append(Block("while", self.file, self._start(node.test), f"while {code(node.test)}:",
-                                     reads_rank(node.test)))
-        elif isinstance(node, cst.FunctionDef):
-            decorators = [code(d.decorator) for d in node.decorators]
-            line = self._start(node.decorators[0]) if node.decorators else self._start(node.name)
-            self.blocks.append(Block("def", self.file, line, "".join(f"@{d} " for d in decorators)
-                                     + f"def {node.name.value}(...)",
-                                     any(RANK_DECORATOR.search(d) for d in decorators)))
-        return True
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "distdoctor" / "hang-source"
 
 
 @lru_cache(maxsize=512)
-def _parse(file: str) -> MetadataWrapper | None:
+def _spans(file: str) -> tuple[dict, ...] | None:
+    """The block spans of a file, None when it cannot be read or parsed here."""
     try:
-        return MetadataWrapper(cst.parse_module(Path(file).read_bytes()))
-    except (OSError, cst.ParserSyntaxError, UnicodeDecodeError):
+        st = os.stat(file)
+    except OSError:
         return None
+    stamp = [st.st_size, st.st_mtime_ns]
+    cached = _cache_dir() / (hashlib.sha256(os.path.abspath(file).encode()).hexdigest()[:32] + ".json")
+    try:
+        data = json.loads(cached.read_text())
+        if data.get("stamp") == stamp:
+            return tuple(data["spans"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    from distdoctor.hang import source_scan  # libcst: only on a cache miss
+    try:
+        spans = source_scan.spans(Path(file).read_bytes())
+    except Exception:  # noqa: BLE001 - unreadable or unparsable (libcst.ParserSyntaxError): no source answer
+        return None
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"file": os.path.abspath(file), "stamp": stamp, "spans": spans}))
+        os.replace(tmp, cached)
+    except OSError:
+        pass  # a read-only home: no cache, same answer
+    return tuple(spans)
 
 
 @lru_cache(maxsize=4096)
 def enclosing(file: str | None, line: int | None) -> tuple[Block, ...]:
     """The blocks around file:line, outermost first; () when the file cannot be read or parsed here."""
-    if not file or not line:
+    spans = _spans(file) if file and line else None
+    if not spans:
         return ()
-    wrapper = _parse(file)
-    if wrapper is None:
-        return ()
-    chain = _Chain(wrapper.module, file, line)
-    wrapper.visit(chain)
-    return tuple(chain.blocks)
+    out = []
+    for s in sorted((s for s in spans if s["start"] <= line <= s["end"]), key=lambda s: (s["start"], -s["end"])):
+        branch = ("body" if s["body"][0] <= line <= s["body"][1] else "else") if s["kind"] == "if" else ""
+        out.append(Block(s["kind"], file, s["line"], s["header"], s["on_rank"], branch))
+    return tuple(out)
 
 
 def line_text(file: str | None, line: int | None) -> str:
