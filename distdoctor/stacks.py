@@ -21,7 +21,8 @@ INSTALL_HINT = "py-spy is not installed: `pip install py-spy` (then run again; n
 
 
 LAUNCH_VARS = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "TORCH_FR_DUMP_TEMP_FILE",
-               "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_JOB_ID"}
+               "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_JOB_ID", "MASTER_ADDR", "MASTER_PORT",
+               "TORCHELASTIC_RUN_ID"}
 
 
 @dataclass

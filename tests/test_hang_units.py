@@ -197,3 +197,16 @@ def test_hung_py_spy_is_bounded_and_the_rank_kept(tmp_path):
     out = json.loads(res.stdout)
     assert [r["pid"] for r in out["ranks"]] == [rank.pid]
     assert "did not answer in 1s" in out["errors"][0]
+
+
+def test_ranks_of_two_jobs_need_a_pid():
+    fakes = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                              env={**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": str(port)})
+             for port in (29991, 29992)]
+    try:
+        res = run_hang()  # no --pid: every rank here, but they belong to two jobs
+    finally:
+        for f in fakes:
+            f.kill()
+            f.wait()
+    assert res.returncode == 2 and "choose one with --pid" in res.stderr, res.stderr

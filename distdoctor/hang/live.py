@@ -107,6 +107,12 @@ def expected_ranks(procs: list[RankProcess]) -> list[int]:
     return sorted(out)
 
 
+def _job_key(p: RankProcess) -> tuple:
+    """What tells two jobs apart on one host: Slurm job, torchrun run id, rendezvous address."""
+    env = p.env or {}
+    return tuple(env.get(k) for k in ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT"))
+
+
 def _boot_time() -> float:
     for line in Path("/proc/stat").read_text().splitlines():
         if line.startswith("btime "):
@@ -157,6 +163,11 @@ def collect(root_pid: int | None = None, py_spy: str | None = None, timeout: flo
             f"no rank process of Slurm job {slurm_job} on {host}" if slurm_job else "no rank process on this host"
         raise CollectError(f"{where} (looked for python processes with RANK in their environment or a "
                            "torchrun parent)")
+    jobs = {_job_key(p) for p in procs}
+    if root_pid is None and len(jobs) > 1:
+        parents = sorted({p.ppid for p in procs})
+        raise CollectError(f"ranks of {len(jobs)} jobs on {host} (parents {', '.join(map(str, parents[:8]))}): "
+                           "choose one with --pid AGENT_PID")
     spy = find_py_spy(py_spy)
     with ThreadPoolExecutor(max_workers=min(64, len(procs))) as pool:
         ranks = list(pool.map(lambda p: _snapshot(p, host, spy, timeout), procs))
