@@ -210,3 +210,37 @@ def test_ranks_of_two_jobs_need_a_pid():
             f.kill()
             f.wait()
     assert res.returncode == 2 and "choose one with --pid" in res.stderr, res.stderr
+
+
+SIGNAL_RANK = """
+import os, sys, time, torch, torch.distributed as dist
+sys.path.insert(0, sys.argv[1])
+import distdoctor.tracer as T
+dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+assert T.dump_flight_recorder_on_signal()
+dist.all_reduce(torch.ones(5))
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.torchrun
+def test_flight_recorder_dump_on_signal(tmp_path):
+    """Opt-in: `kill -USR2` makes a rank write its Flight Recorder trace while its main thread is busy."""
+    prefix = str(tmp_path / "trace_")
+    env = {**os.environ, "TORCH_FR_BUFFER_SIZE": "100", "TORCH_FR_DUMP_TEMP_FILE": prefix, "RANK": "0",
+           "OMP_NUM_THREADS": "1"}
+    rank = subprocess.Popen([sys.executable, "-c", SIGNAL_RANK, str(ROOT)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert rank.stdout.readline().strip() == "ready"
+        os.kill(rank.pid, __import__("signal").SIGUSR2)
+        for _ in range(100):
+            if Path(prefix + "0").exists():
+                break
+            __import__("time").sleep(0.1)
+        entries = fr.compact(fr.read_trace(Path(prefix + "0")))
+    finally:
+        rank.kill()
+        rank.communicate()
+    assert [(e["op"], e["input_sizes"]) for e in entries] == [("all_reduce", [[5]])]
