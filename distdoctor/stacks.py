@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,4 +139,5 @@ def dump(proc: RankProcess, py_spy: str | None, timeout: float = 30.0) -> tuple[
 
 
 def find_py_spy() -> str | None:
-    return shutil.which("py-spy")
+    """py-spy on PATH, else beside this Python (a virtualenv's bin/ that is not on PATH)."""
+    return shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))

@@ -10,7 +10,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang.frames import fill, main_thread, pyspy_frames
 from distdoctor.hang.model import EXITED, UNKNOWN, ZOMBIE, HostSnapshot, RankSnapshot
+from distdoctor import stacks
 from distdoctor.stacks import RankProcess, find_rank_processes
 from distdoctor.tracer import FR_DEFAULT_PREFIX
 
@@ -38,7 +38,7 @@ def find_py_spy(given: str | None = None) -> str:
         if not found:
             raise CollectError(f"py-spy not found at {given!r}: {INSTALL_HINT}")
         return found
-    found = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    found = stacks.find_py_spy()
     if not found:
         raise CollectError(INSTALL_HINT)
     return found
