@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per py-spy dump (default 10)")
     ap.add_argument("--py-spy", help="the py-spy to use (default: on PATH or beside this Python)")
     ap.add_argument("--host", help="the host name to record (default: this host's name)")
+    ap.add_argument("--nonblocking", action="store_true", help="do not pause the ranks while py-spy reads them")
     ap.add_argument("--slurm-job", help="only ranks of this Slurm job (default inside an srun step: its job)")
     args = ap.parse_args(argv)
     if not args.collect:  # load the analysis (libcst) while py-spy dumps the ranks
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             job = args.slurm_job or (os.environ.get("SLURM_JOB_ID") if os.environ.get("SLURM_STEP_ID")
                                       and args.pid is None else None)
-            snap = collect(args.pid, args.py_spy, args.timeout, args.host, job)
+            snap = collect(args.pid, args.py_spy, args.timeout, args.host, job, args.nonblocking)
         if args.fr:
             snap.flight_recorder.update(fr.read_dir(Path(args.fr), args.fr_prefix))
     except (CollectError, fr.TraceError) as exc:

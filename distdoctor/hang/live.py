@@ -48,10 +48,13 @@ def _int(value: str | None) -> int | None:
     return int(value) if value is not None and value.lstrip("-").isdigit() else None
 
 
-def dump_one(py_spy: str, proc: RankProcess, timeout: float) -> tuple[list[dict] | None, str | None]:
-    """py-spy's JSON threads of one process, or (None, one-line reason)."""
+def dump_one(py_spy: str, proc: RankProcess, timeout: float, nonblocking: bool = False
+             ) -> tuple[list[dict] | None, str | None]:
+    """py-spy's JSON threads of one process, or (None, one-line reason). py-spy pauses the process for the
+    moment it reads the stack; nonblocking=True does not pause it (the stack may then be inconsistent)."""
     try:
-        spy = subprocess.Popen([py_spy, "dump", "--json", "--pid", str(proc.pid)], stdout=subprocess.PIPE,
+        spy = subprocess.Popen([py_spy, "dump", "--json", "--pid", str(proc.pid),
+                                *(["--nonblocking"] if nonblocking else [])], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
     except OSError as exc:
         return None, f"py-spy could not run: {exc}"
@@ -73,13 +76,13 @@ def dump_one(py_spy: str, proc: RankProcess, timeout: float) -> tuple[list[dict]
     return None, f"py-spy failed: {text}"
 
 
-def _snapshot(proc: RankProcess, host: str, py_spy: str, timeout: float) -> RankSnapshot:
+def _snapshot(proc: RankProcess, host: str, py_spy: str, timeout: float, nonblocking: bool) -> RankSnapshot:
     env = proc.env or {}
     snap = RankSnapshot(_int(proc.rank), proc.pid, host, _int(proc.local_rank), _int(proc.world_size))
     if proc.zombie:
         snap.state, snap.error = ZOMBIE, "exited, not yet reaped by its parent (zombie)"
         return snap
-    threads, error = dump_one(py_spy, proc, timeout)
+    threads, error = dump_one(py_spy, proc, timeout, nonblocking)
     if threads is None:
         gone = not Path(f"/proc/{proc.pid}").exists()
         snap.state = EXITED if gone else UNKNOWN
@@ -147,7 +150,7 @@ def flight_recorder_files(procs: list[RankProcess]) -> dict[str, Path]:
 
 
 def collect(root_pid: int | None = None, py_spy: str | None = None, timeout: float = 10.0,
-            host: str | None = None, slurm_job: str | None = None) -> HostSnapshot:
+            host: str | None = None, slurm_job: str | None = None, nonblocking: bool = False) -> HostSnapshot:
     """The snapshot of this host's ranks (under root_pid, or of Slurm job slurm_job, when given).
     Raises CollectError on input errors."""
     start = time.monotonic()
@@ -170,7 +173,7 @@ def collect(root_pid: int | None = None, py_spy: str | None = None, timeout: flo
                            "choose one with --pid AGENT_PID")
     spy = find_py_spy(py_spy)
     with ThreadPoolExecutor(max_workers=min(64, len(procs))) as pool:
-        ranks = list(pool.map(lambda p: _snapshot(p, host, spy, timeout), procs))
+        ranks = list(pool.map(lambda p: _snapshot(p, host, spy, timeout, nonblocking), procs))
     snap = HostSnapshot(host, ranks, expected_ranks(procs))
     snap.errors = [f"rank {r.rank} pid {r.pid}: {r.error}" for r in ranks if r.error]
     for rank, path in flight_recorder_files(procs).items():
