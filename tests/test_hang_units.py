@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -234,13 +236,28 @@ def test_flight_recorder_dump_on_signal(tmp_path):
                             stderr=subprocess.PIPE, text=True)
     try:
         assert rank.stdout.readline().strip() == "ready"
-        os.kill(rank.pid, __import__("signal").SIGUSR2)
+        os.kill(rank.pid, signal.SIGUSR2)
         for _ in range(100):
             if Path(prefix + "0").exists():
                 break
-            __import__("time").sleep(0.1)
+            time.sleep(0.1)
         entries = fr.compact(fr.read_trace(Path(prefix + "0")))
     finally:
         rank.kill()
         rank.communicate()
     assert [(e["op"], e["input_sizes"]) for e in entries] == [("all_reduce", [[5]])]
+
+
+def test_pid_of_one_rank_does_not_count_its_siblings_as_gone():
+    """--pid of a rank (not its launcher) looks at that rank alone: the others are not 'exited'."""
+    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+    rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        time.sleep(0.3)
+        res = run_hang("--pid", str(rank.pid), "--json")
+    finally:
+        rank.kill()
+        rank.wait()
+    out = json.loads(res.stdout)
+    assert res.returncode == 1 and out["odd_ranks"] == [] and [r["rank"] for r in out["ranks"]] == [0]
+    assert out["ranks"][0]["state"] == "user code"

@@ -174,7 +174,8 @@ def collect(root_pid: int | None = None, py_spy: str | None = None, timeout: flo
     spy = find_py_spy(py_spy)
     with ThreadPoolExecutor(max_workers=min(64, len(procs))) as pool:
         ranks = list(pool.map(lambda p: _snapshot(p, host, spy, timeout, nonblocking), procs))
-    snap = HostSnapshot(host, ranks, expected_ranks(procs))
+    one_rank = root_pid is not None and root_pid in {p.pid for p in procs}  # a rank, not its launcher
+    snap = HostSnapshot(host, ranks, [] if one_rank else expected_ranks(procs))
     snap.errors = [f"rank {r.rank} pid {r.pid}: {r.error}" for r in ranks if r.error]
     for rank, path in flight_recorder_files(procs).items():
         try:
