@@ -261,3 +261,17 @@ def test_pid_of_one_rank_does_not_count_its_siblings_as_gone():
     out = json.loads(res.stdout)
     assert res.returncode == 1 and out["odd_ranks"] == [] and [r["rank"] for r in out["ranks"]] == [0]
     assert out["ranks"][0]["state"] == "user code"
+
+
+def test_eval_scoring_needs_odd_rank_cause_and_line():
+    from distdoctor.evals.hang_cases import score
+    from distdoctor.hang.report import to_json
+
+    case = BY_NAME["hang_uneven_shards"]
+    snap = load(case.name)
+    out = to_json(snap, analyse(snap))
+    assert score(case, out)[0]
+    for key, wrong in (("odd_ranks", [1]), ("causes", [{"id": "rank_conditional_collective"}]),
+                       ("location", {**out["location"], "line": case.line + 1})):
+        ok, detail = score(case, {**out, key: wrong})
+        assert not ok and "wrong" in detail
