@@ -27,7 +27,7 @@ from distdoctor.hang.source import Block, enclosing, line_text
 
 SAVE_LIKE = re.compile(r"save|checkpoint|state_dict|consolidate|serializ", re.IGNORECASE)
 LOGGER_LIKE = re.compile(r"logger|wandb|mlflow|tensorboard|summarywriter|neptune|comet|clearml|aim_run|"
-                         r"(^|\.)init_log|setup_log|experiment", re.IGNORECASE)
+                         r"(^|\.)init_log|setup_log", re.IGNORECASE)
 
 
 @dataclass
@@ -86,13 +86,13 @@ def _unique_blocks(odd: RankSnapshot, others: list[RankSnapshot]) -> list[tuple[
 
 
 def _entered(r: RankSnapshot, pattern: re.Pattern[str]) -> int | None:
-    """Index in r.path of the first user frame whose function matches pattern (or whose callee in the library
-    does), else None."""
+    """Index in r.path of the first user frame whose function matches pattern; len(r.path) when only library
+    code below the innermost user frame does (a logger's own package, torch.save); else None."""
     for i, f in enumerate(r.path):
         if pattern.search(f.function):
             return i
-    if r.path and any(pattern.search(f.function) or pattern.search(f.file) for f in r.frames[: r.frames.index(
-            r.path[-1]) if r.path[-1] in r.frames else 0]):
+    below = r.frames[: r.frames.index(r.path[-1])] if r.path and r.path[-1] in r.frames else []
+    if any(pattern.search(f.function) or pattern.search(f.file) for f in below):
         return len(r.path)
     return None
 
