@@ -47,11 +47,11 @@ def test_srun_collect_on_every_node_then_merge(slurm_env, tmp_path):
                          text=True, check=True, timeout=30).stdout.strip().split(";")[0]
     try:
         jobs.wait_stuck(lambda: collect(slurm_job=job), timeout=90)
-        res = subprocess.run(["srun", "--overlap", "--jobid", job, "--ntasks-per-node=1", *HANG, "--collect"],
+        res = subprocess.run(["srun", "--overlap", "--jobid", job, "--ntasks-per-node=1",
+                              f"--output={tmp_path}/hang-%N.json", *HANG, "--collect"],
                              env=slurm_env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
-        (tmp_path / "nodes.jsonl").write_text(res.stdout)
-        out = merged_report([tmp_path / "nodes.jsonl"])
+        out = merged_report(sorted(tmp_path.glob("hang-*.json")))  # one file per node, named by srun
     finally:
         subprocess.run(["scancel", job], env=slurm_env, capture_output=True, timeout=30)
     assert_names(out, case.name)

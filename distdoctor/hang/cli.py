@@ -4,7 +4,8 @@
   hang.py --collect > host.json      # this host's snapshot as JSON (run it on every node)
   hang.py --merge a.json b.json      # one report from per-host snapshots
   hang.py --fr DIR                   # Flight Recorder traces (<prefix><rank>, ours or NCCL's dumps)
-  srun --overlap --jobid J --ntasks-per-node=1 python scripts/hang.py --collect > all.jsonl; hang.py --merge all.jsonl
+  srun --overlap --jobid J --ntasks-per-node=1 --output=hang-%N.json python scripts/hang.py --collect
+  hang.py --merge hang-*.json        # Slurm: one snapshot per node (srun names the files), then one report
 
 --json prints {ranks, odd_ranks, causes, location, ...}. Exit 0 a verdict, 1 no divergence found, 2 input
 error. Nothing is signalled: py-spy reads each rank from outside for a moment (needs ptrace rights).
