@@ -275,3 +275,27 @@ def test_eval_scoring_needs_odd_rank_cause_and_line():
                        ("location", {**out["location"], "line": case.line + 1})):
         ok, detail = score(case, {**out, key: wrong})
         assert not ok and "wrong" in detail
+
+
+TORCH = "/venv/lib/python3.11/site-packages/torch"
+
+
+@pytest.mark.parametrize("inner, state, op", [
+    ([(f"{TORCH}/distributed/distributed_c10d.py", "send")], "p2p", "send"),
+    ([(f"{TORCH}/distributed/distributed_c10d.py", "monitored_barrier")], "barrier", "monitored_barrier"),
+    ([(f"{TORCH}/distributed/distributed_c10d.py", "all_gather"),
+      (f"{TORCH}/distributed/c10d_logger.py", "wrapper"),
+      (f"{TORCH}/distributed/distributed_c10d.py", "all_gather_object")], "collective", "all_gather_object"),
+    ([(f"{TORCH}/autograd/__init__.py", "backward"), (f"{TORCH}/_tensor.py", "Tensor.backward")],
+     "collective", "backward"),
+    ([(f"{TORCH}/utils/data/dataloader.py", "_MultiProcessingDataLoaderIter._next_data")], "data loading", None),
+    ([(f"{TORCH}/distributed/distributed_c10d.py", "init_process_group")], "init", "init_process_group"),
+    ([("/usr/lib/python3.11/threading.py", "Event.wait")], "user code", None),
+])
+def test_state_and_op_from_a_stack(inner, state, op):
+    from distdoctor.hang.model import Frame, RankSnapshot
+
+    frames = [Frame(f, 10, fn) for f, fn in inner] + [Frame("/home/u/train.py", 42, "main")]
+    snap = fill(RankSnapshot(0, 1, "h"), frames)
+    assert (snap.state, snap.op) == (state, op)
+    assert (snap.file, snap.line, snap.function) == ("/home/u/train.py", 42, "main")
