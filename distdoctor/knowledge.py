@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 from distdoctor import paths
 
 # libyaml's loader where PyYAML was built with it (same results, ~10x faster start-up), else the Python one
@@ -125,6 +123,7 @@ def _next_heading(lines: list[str], i: int) -> int:
 
 def _parse_lines(path: Path, lines: list[str], errors: list[KnowledgeError] | None) -> list[Entry]:
     import jsonschema
+    import yaml  # here, not at the top: entry_links() serves fast-starting tools without it
 
     entries: list[Entry] = []
     i = 0
@@ -227,10 +226,25 @@ def entries_by_cause(root: Path = paths.REFERENCES) -> dict[str, Entry]:
     return {e.cause: e for e in load_entries(root)}
 
 
+@lru_cache(maxsize=4)
+def entry_links(root: Path = paths.REFERENCES) -> dict[str, str]:
+    """{cause: 'references/<file>.md#<cause>'} from the entry headings alone (no YAML, no schema check): for
+    tools that only link to the entry and must start fast (scripts/hang.py)."""
+    out: dict[str, str] = {}
+    for md in sorted(Path(root).glob("*.md")):
+        for line in md.read_text(encoding="utf-8").splitlines():
+            m = HEADING.match(line)
+            if m:
+                out.setdefault(m["id"], f"{md.parent.name}/{md.name}#{m['id']}")
+    return out
+
+
 def load_taxonomy(path: Path | None = None) -> dict[str, dict]:
     """The cause vocabulary ({id: {summary, symptoms, patch}}), from references/taxonomy.yaml."""
     path = path or paths.taxonomy_path()
     if path is None:
         raise KnowledgeError("taxonomy.yaml not found: references/taxonomy.yaml is missing (or set DISTDOCTOR_TAXONOMY)")
+    import yaml
+
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     return dict(data["causes"])

@@ -12,12 +12,18 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
 INSTALL_HINT = "py-spy is not installed: `pip install py-spy` (then run again; needs ptrace rights: root, " \
                "or `sudo`, or kernel.yama.ptrace_scope=0)"
+
+
+LAUNCH_VARS = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "TORCH_FR_DUMP_TEMP_FILE",
+               "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_JOB_ID", "MASTER_ADDR", "MASTER_PORT",
+               "TORCHELASTIC_RUN_ID"}
 
 
 @dataclass
@@ -29,6 +35,8 @@ class RankProcess:
     world_size: str | None
     cmdline: str
     catches_sigusr1: bool
+    env: dict[str, str] | None = None  # the launcher's variables (LOCAL_WORLD_SIZE, TORCH_FR_DUMP_TEMP_FILE, ...)
+    zombie: bool = False
 
     def label(self) -> str:
         return f"pid {self.pid} RANK={self.rank} LOCAL_RANK={self.local_rank} WORLD_SIZE={self.world_size}"
@@ -102,7 +110,11 @@ def find_rank_processes(root_pid: int | None = None) -> list[RankProcess]:
         if "python" not in exe and not status.get("Name", "").startswith(("python", "pt_main")):
             continue
         out.append(RankProcess(pid, ppid, env.get("RANK"), env.get("LOCAL_RANK"), env.get("WORLD_SIZE"), cmd,
-                               catches_signal(status, signal.SIGUSR1)))
+                               catches_signal(status, signal.SIGUSR1),
+                               {k: v for k, v in env.items() if k in LAUNCH_VARS},
+                               status.get("State", "").startswith("Z")))
+    ranks = {p.pid for p in out}
+    out = [p for p in out if p.ppid not in ranks]  # a rank's own children (DataLoader workers) inherit RANK
     return sorted(out, key=lambda p: (int(p.rank) if (p.rank or "").isdigit() else 1 << 30, p.pid))
 
 
@@ -127,4 +139,5 @@ def dump(proc: RankProcess, py_spy: str | None, timeout: float = 30.0) -> tuple[
 
 
 def find_py_spy() -> str | None:
-    return shutil.which("py-spy")
+    """py-spy on PATH, else beside this Python (a virtualenv's bin/ that is not on PATH)."""
+    return shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))

@@ -8,6 +8,13 @@ Python stacks of its rank (faulthandler) when no checkpoint came for N seconds.
 Reads RANK, LOCAL_RANK, WORLD_SIZE from the environment (torchrun, or srun with them mapped). Output goes
 to stderr, unbuffered, so every rank's last checkpoint survives a kill. A SIGUSR1 handler is registered
 too, so `kill -USR1 <pid>` (or scripts/dump_stacks.py) prints the stacks of a running rank on demand.
+
+Flight Recorder (torch records gloo and NCCL collectives when TORCH_FR_BUFFER_SIZE is set before the process
+group is made): `watchdog(120, flight_recorder=True)` also writes this rank's trace on a stall, and
+`dump_flight_recorder()` writes it now, to `$TORCH_FR_DUMP_TEMP_FILE<rank>` (the file and pickle format of
+NCCL's TORCH_NCCL_DUMP_ON_TIMEOUT; default /tmp/nccl_trace_rank_<rank>), read by `scripts/hang.py --fr`.
+`dump_flight_recorder_on_signal()` (opt-in) makes `kill -USR2 <pid>` write it while the rank waits in a
+collective.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ _watchdog_seconds: float | None = None
 _repeat = False
 _stream: TextIO = sys.stderr
 _sigusr1_registered = False
+_flight_recorder = False
+FR_DEFAULT_PREFIX = "/tmp/nccl_trace_rank_"  # NCCL's default for TORCH_FR_DUMP_TEMP_FILE
 
 
 def _env_int(name: str) -> str:
@@ -102,6 +111,8 @@ def _watch() -> None:
         if due:
             faulthandler.cancel_dump_traceback_later()
             dump_stacks(f"WATCHDOG: no checkpoint for {idle:.1f}s (last: {label})")
+            if _flight_recorder:
+                _report_fr_dump()
             if _repeat:
                 with _lock:
                     globals()["_last_time"] = time.monotonic()
@@ -109,18 +120,19 @@ def _watch() -> None:
         time.sleep(min(0.2, seconds / 4))
 
 
-def watchdog(seconds: float, repeat: bool = False, stream: TextIO | None = None) -> None:
+def watchdog(seconds: float, repeat: bool = False, stream: TextIO | None = None,
+             flight_recorder: bool = False) -> None:
     """Arm a watchdog: if no checkpoint() comes for `seconds`, dump all Python threads' stacks of this rank.
 
     A daemon thread does the dump with a rank-prefixed header (collectives release the GIL while they
     wait, so it runs during a hang); a faulthandler timer BACKSTOP_EXTRA seconds later covers a main
     thread that holds the GIL. `repeat=True` dumps again every `seconds` while stuck; call again to change
-    the period; `stop_watchdog()` ends it.
+    the period; `stop_watchdog()` ends it. `flight_recorder=True` also writes the Flight Recorder trace.
     """
-    global _watchdog_seconds, _repeat, _stream, _thread, _last_time
+    global _watchdog_seconds, _repeat, _stream, _thread, _last_time, _flight_recorder
     if seconds <= 0:
         raise ValueError(f"watchdog seconds must be positive, got {seconds}")
-    _watchdog_seconds, _repeat = float(seconds), repeat
+    _watchdog_seconds, _repeat, _flight_recorder = float(seconds), repeat, flight_recorder
     if stream is not None:
         _stream = stream
     with _lock:
@@ -150,4 +162,57 @@ def register_sigusr1() -> bool:
     except (ValueError, RuntimeError):  # not the main thread / unsupported
         return False
     _sigusr1_registered = True
+    return True
+
+
+def flight_recorder_path(rank: str | None = None) -> str:
+    """Where this rank's Flight Recorder trace goes: `$TORCH_FR_DUMP_TEMP_FILE<rank>`."""
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or FR_DEFAULT_PREFIX
+    return f"{prefix}{rank if rank is not None else _env_int('RANK')}"
+
+
+def dump_flight_recorder(path: str | None = None) -> str | None:
+    """Write this rank's Flight Recorder trace (torch's pickle) atomically; the path, or None when torch
+    records nothing (TORCH_FR_BUFFER_SIZE unset or no process group)."""
+    try:
+        from torch._C._distributed_c10d import _dump_fr_trace
+        data = _dump_fr_trace()
+    except (ImportError, RuntimeError, AttributeError):
+        return None
+    if not data:
+        return None
+    path = path or flight_recorder_path()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    return path
+
+
+def _report_fr_dump() -> None:
+    path = dump_flight_recorder()
+    log(f"FLIGHT RECORDER: {'trace written to ' + path if path else 'nothing recorded (set TORCH_FR_BUFFER_SIZE)'}")
+
+
+def dump_flight_recorder_on_signal(signum: int = getattr(signal, "SIGUSR2", 12)) -> bool:
+    """Opt-in: `kill -USR2 <pid>` writes the Flight Recorder trace, also while the main thread waits in a
+    collective (the signal's C handler writes to a wakeup pipe that a daemon thread reads). Call from the
+    main thread; replaces any signal.set_wakeup_fd of the program. Returns False where it cannot."""
+    try:
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        signal.signal(signum, lambda *_: None)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    except (ValueError, OSError, AttributeError):
+        return False
+
+    def wait() -> None:
+        while True:
+            for byte in os.read(read_fd, 64):
+                if byte == signum:
+                    _report_fr_dump()
+
+    threading.Thread(target=wait, name="distdoctor-fr-signal", daemon=True).start()
+    log(f"FLIGHT RECORDER: `kill -{signal.Signals(signum).name[3:]} {os.getpid()}` writes {flight_recorder_path()}")
     return True

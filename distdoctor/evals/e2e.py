@@ -320,5 +320,10 @@ def run_entry(e: Entry, progress: bool = True, diagnose: Callable[[str], dict] |
 
 def run_loop(manifest: Path = MANIFEST, progress: bool = True,
              diagnose: Callable[[str], dict] | None = None) -> list[LoopResult]:
-    """Every program of the manifest, in order; `diagnose` replaces the built-in diagnosis (tests only)."""
-    return [run_entry(e, progress, diagnose) for e in load_manifest(manifest)]
+    """Every program of the manifest, in order; `diagnose` replaces the built-in diagnosis (tests only).
+    With the project's manifest, the live-hang cases follow (distdoctor/evals/hang_cases.py)."""
+    results = [run_entry(e, progress, diagnose) for e in load_manifest(manifest)]
+    if Path(manifest) == MANIFEST:
+        from distdoctor.evals import hang_cases
+        results += hang_cases.run_all(progress)
+    return results

@@ -1,0 +1,240 @@
+"""Align the ranks of a snapshot and name the hang: the odd ranks, the cause (from the taxonomy, with
+evidence and the knowledge-base entry that fixes it) and the location — the line of the branch or loop
+that diverged, or the odd rank's own frame when nothing diverged in the code.
+
+Rules, in order:
+1. a rank the launcher started has no process (exited, zombie): peer_died_first;
+2. some ranks wait in a collective while others are in no collective (user code, I/O, data loading):
+   the latter are stragglers — logger_init_all_ranks when they are inside a logger's set-up,
+   checkpoint_all_ranks inside a save, collective_timeout otherwise;
+3. ranks wait at different (operation, call site): the minority is odd; the user's source around its
+   frames says why — a branch on the rank (rank_conditional_collective, or checkpoint_all_ranks when the
+   guarded call saves), a loop the others have left or not yet left (dataloader_uneven);
+4. every rank at the same call site: the Flight Recorder traces name the first collective whose operation,
+   sizes or dtypes differ, or a rank that never got there.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from distdoctor.hang import flight_recorder as fr
+from distdoctor.hang.frames import short
+from distdoctor.hang.model import GONE, WAITING, Frame, HostSnapshot, RankSnapshot
+from distdoctor.hang.source import Block, enclosing, line_text
+
+SAVE_LIKE = re.compile(r"save|checkpoint|state_dict|consolidate|serializ", re.IGNORECASE)
+LOGGER_LIKE = re.compile(r"logger|wandb|mlflow|tensorboard|summarywriter|neptune|comet|clearml|aim_run|"
+                         r"(^|\.)init_log|setup_log", re.IGNORECASE)
+
+
+@dataclass
+class Cause:
+    id: str
+    score: float
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    odd_ranks: list[int] = field(default_factory=list)
+    causes: list[Cause] = field(default_factory=list)
+    location: dict | None = None  # {file, line, code, why}
+    summary: str = ""
+    groups: list[dict] = field(default_factory=list)
+    flight_recorder: dict | None = None
+
+
+def _label(r: RankSnapshot) -> str:
+    return f"rank {r.rank if r.rank is not None else '?'}"
+
+
+def _doing(r: RankSnapshot) -> str:
+    what = r.op or r.state
+    return f"{what} at {short(r.file)}:{r.line} in {r.function}" if r.file else what
+
+
+def _location(file: str | None, line: int | None, why: str) -> dict | None:
+    if not file:
+        return None
+    return {"file": file, "line": line, "code": line_text(file, line), "why": why}
+
+
+def groups_of(ranks: list[RankSnapshot]) -> dict[tuple, list[RankSnapshot]]:
+    """Ranks by (state, op, user call site)."""
+    out: dict[tuple, list[RankSnapshot]] = defaultdict(list)
+    for r in ranks:
+        out[(r.state, r.op, r.file, r.line)].append(r)
+    return out
+
+
+def _chains(r: RankSnapshot) -> list[tuple[Frame, tuple[Block, ...]]]:
+    return [(f, enclosing(f.file, f.line)) for f in r.path]
+
+
+def _keys(r: RankSnapshot) -> set[tuple[str, int]]:
+    return {b.key for _, blocks in _chains(r) for b in blocks}
+
+
+def _unique_blocks(odd: RankSnapshot, others: list[RankSnapshot]) -> list[tuple[Frame, Block]]:
+    """Blocks around the odd rank's frames that enclose no frame of the other ranks, outermost first."""
+    distinct = {tuple((f.file, f.line) for f in o.path): o for o in others}.values()  # one per call path
+    shared = set().union(*(_keys(o) for o in distinct)) if others else set()
+    return [(f, b) for f, blocks in _chains(odd) for b in blocks if b.key not in shared]
+
+
+def _entered(r: RankSnapshot, pattern: re.Pattern[str]) -> int | None:
+    """Index in r.path of the first user frame whose function matches pattern; len(r.path) when only library
+    code below the innermost user frame does (a logger's own package, torch.save); else None."""
+    for i, f in enumerate(r.path):
+        if pattern.search(f.function):
+            return i
+    below = r.frames[: r.frames.index(r.path[-1])] if r.path and r.path[-1] in r.frames else []
+    if any(pattern.search(f.function) or pattern.search(f.file) for f in below):
+        return len(r.path)
+    return None
+
+
+def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdict) -> None:
+    r = late[0]
+    waits = Counter(f"{w.op} at {short(w.file)}:{w.line}" for w in waiting).most_common(1)[0][0]
+    base = [f"{_label(x)} is in no collective: {x.state}, {_doing(x)}" for x in late] + \
+           [f"{len(waiting)} other rank(s) wait in {waits}"]
+    at_logger = _entered(r, LOGGER_LIKE)
+    at_save = _entered(r, SAVE_LIKE)
+    if at_logger is not None:
+        call = r.path[max(at_logger - 1, 0)]
+        guarded = [b for b in enclosing(call.file, call.line) if b.on_rank]
+        ev = base + [f"it is inside the logger's set-up: {r.path[min(at_logger, len(r.path) - 1)].where()}",
+                     f"the logger is made at {short(call.file)}:{call.line}: `{line_text(call.file, call.line)}`"]
+        ev.append(f"under `{guarded[-1].header}`" if guarded else
+                  "no branch on the rank around it: every rank makes the logger")
+        v.causes = [Cause("logger_init_all_ranks", 0.85, ev), Cause("collective_timeout", 0.5, base)]
+        v.location = _location(call.file, call.line, "the logger is made on every rank here")
+    elif at_save is not None:
+        v.causes = [Cause("checkpoint_all_ranks", 0.7, base + ["it is inside a save: " + _doing(r)]),
+                    Cause("collective_timeout", 0.6, base)]
+        v.location = _location(r.file, r.line, "the straggler's own frame")
+    else:
+        v.causes = [Cause("collective_timeout", 0.8, base + [
+            "a straggler: the others' collective is not mismatched, it waits for this rank's "
+            + ("data loading" if r.state == "data loading" else "I/O or compute")])]
+        v.location = _location(r.file, r.line, "the straggler's own frame")
+    v.odd_ranks = sorted(x.rank for x in late if x.rank is not None)
+    v.summary = f"{', '.join(_label(x) for x in late)} never reached the collective the others wait in"
+
+
+def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
+    ordered = sorted(groups.values(), key=lambda g: (len(g), min((x.rank or 0) for x in g)))
+    small = [g for g in ordered if len(g) == len(ordered[0])]
+    # a tie in size: the group whose frames sit under a branch on the rank (or a loop) the others are not in
+    scored = []
+    for g in small:
+        others = [x for h in groups.values() if h is not g for x in h]
+        blocks = _unique_blocks(g[0], others)
+        scored.append((any(b.on_rank for _, b in blocks), bool(blocks), g, blocks, others))
+    scored.sort(key=lambda s: (not s[0], not s[1]))
+    _, _, odd, blocks, others = scored[0]
+    r = odd[0]
+    v.odd_ranks = sorted(x.rank for x in odd if x.rank is not None)
+    theirs = Counter(f"{o.op or o.state} at {short(o.file)}:{o.line}" for o in others).most_common(1)[0][0]
+    base = [f"{', '.join(_label(x) for x in odd)}: {_doing(r)}", f"the other ranks: {theirs}"]
+    guard = next((b for _, b in blocks if b.on_rank), None)
+    loop = next((b for _, b in blocks if b.kind in ("for", "while")), None)
+    if loop is None:  # the others may still be in a loop this rank has left
+        for o in others[:1]:
+            loop = next((b for _, b in _unique_blocks(o, odd) if b.kind in ("for", "while")), None)
+    if guard is not None:
+        where = f"`{guard.header}` at {short(guard.file)}:{guard.line} ({'its body' if guard.branch != 'else' else 'its else branch'})" \
+            if guard.kind == "if" else f"`{guard.header}` at {short(guard.file)}:{guard.line}"
+        ev = base + [f"{_label(r)} got there through {where}; the other ranks did not"]
+        below = r.path[[f.line for f in r.path].index(guard.line):] if guard.kind == "def" else \
+            [f for f in r.path if f.line >= guard.line]
+        saving = [f for f in below if SAVE_LIKE.search(f.function)] or \
+                 [f for f in below if SAVE_LIKE.search(line_text(f.file, f.line))]
+        if saving:
+            v.causes = [Cause("checkpoint_all_ranks", 0.9, ev + [f"the guarded call saves a checkpoint: "
+                                                                 f"{saving[0].where()} runs {r.op}"]),
+                        Cause("rank_conditional_collective", 0.6, ev)]
+        else:
+            v.causes = [Cause("rank_conditional_collective", 0.9, ev + [f"{r.op} runs on some ranks only"])]
+        v.location = _location(guard.file, guard.line, "the branch on the rank that sent the odd rank(s) there")
+    elif loop is not None:
+        ev = base + [f"`{loop.header}` at {short(loop.file)}:{loop.line}: some ranks are still in this loop and "
+                     "the others have left it, so the ranks ran it a different number of times"]
+        if loop.on_rank:
+            ev.append("the loop runs over data split by rank")
+        v.causes = [Cause("dataloader_uneven", 0.85, ev), Cause("rank_conditional_collective", 0.4, base)]
+        v.location = _location(loop.file, loop.line, "the loop the ranks ran a different number of times")
+    else:
+        v.causes = [Cause("rank_conditional_collective", 0.6, base + [
+            "no branch or loop around the frames explains it (source not readable here, or the path differs "
+            "in data)"])]
+        v.location = _location(r.file, r.line, "the odd rank's own frame")
+    v.summary = f"{', '.join(_label(x) for x in odd)} wait at a different collective than the others"
+
+
+def _flight_recorder(traces: dict[str, list[dict]], v: Verdict) -> bool:
+    div = fr.first_divergence(traces)
+    if div is None:
+        return False
+    v.flight_recorder = {"process_group": div.pg, "seq": div.seq, "what": div.what, "odd_ranks": div.odd_ranks,
+                         "evidence": div.evidence}
+    v.odd_ranks = div.odd_ranks
+    frame = div.frame or {}
+    what = {"sizes": "the same collective with different sizes", "dtypes": "different dtypes",
+            "op": "different operations", "missing": "a collective some ranks never reached"}[div.what]
+    ev = [f"Flight Recorder: collective #{div.seq} of process group {div.pg!r} is {what}"] + div.evidence
+    if frame.get("file"):
+        ev.append(f"called at {short(frame['file'])}:{frame.get('line')}: `{line_text(frame['file'], frame.get('line'))}`")
+    v.causes = [Cause("rank_conditional_collective", 0.8, ev)]
+    if div.what == "sizes":
+        v.causes.append(Cause("dataloader_uneven", 0.3, ev[:1] + ["sizes that follow per-rank data"]))
+    v.location = _location(frame.get("file"), frame.get("line"), "the collective whose arguments differ by rank")
+    v.summary = f"rank(s) {', '.join(map(str, div.odd_ranks))}: {what} (Flight Recorder)"
+    return True
+
+
+def analyse(snap: HostSnapshot) -> Verdict:
+    v = Verdict()
+    ranks = snap.ranks
+    alive = [r for r in ranks if r.state not in GONE]
+    present = {r.rank for r in alive if r.rank is not None}
+    gone = sorted((set(snap.expected_ranks) - present) | {r.rank for r in ranks if r.state in GONE and
+                                                           r.rank is not None})
+    v.groups = [{"state": k[0], "op": k[1], "file": k[2], "line": k[3], "ranks": sorted(x.rank for x in g if
+                                                                                       x.rank is not None)}
+                for k, g in sorted(groups_of(alive).items(), key=lambda kv: -len(kv[1]))]
+    waiting = [r for r in alive if r.state in WAITING]
+    late = [r for r in alive if r.state not in WAITING and r.state != "unknown"]
+    if gone:
+        v.odd_ranks = gone
+        states = {r.rank: r.state for r in ranks}
+        ev = [f"rank {g}: " + ("its process has no Python frame left: it is exiting" if states.get(g) == "exiting"
+                               else "no live process (the launcher started it; it exited)") for g in gone]
+        if waiting:
+            site = Counter((w.file, w.line, w.op) for w in waiting).most_common(1)[0][0]
+            ev.append(f"{len(waiting)} rank(s) wait for it in {site[2]} at {short(site[0])}:{site[1]}")
+            v.location = _location(site[0], site[1], "where the surviving ranks wait for the rank that is gone")
+        v.causes = [Cause("peer_died_first", 0.9, ev)]
+        v.summary = f"rank(s) {', '.join(map(str, gone))} are gone; the others wait for them"
+    elif waiting and late:
+        _stragglers(waiting, late, v)
+    elif len(groups_of(waiting)) > 1:
+        _diverged(groups_of(waiting), v)
+    if snap.flight_recorder and (not v.causes or not gone and len(groups_of(waiting)) == 1 and not late):
+        _flight_recorder(snap.flight_recorder, v)
+    elif snap.flight_recorder:
+        div = fr.first_divergence(snap.flight_recorder)
+        if div:
+            v.flight_recorder = {"process_group": div.pg, "seq": div.seq, "what": div.what,
+                                 "odd_ranks": div.odd_ranks, "evidence": div.evidence}
+    if not v.causes:
+        v.summary = ("no divergence: every rank is at the same place"
+                     + ("" if snap.flight_recorder else "; for collectives that differ in size or order, run with "
+                        "TORCH_FR_BUFFER_SIZE=2000 and distdoctor.tracer.watchdog(..., flight_recorder=True), "
+                        "then hang.py --fr"))
+    v.causes.sort(key=lambda c: -c.score)
+    return v

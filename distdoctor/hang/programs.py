@@ -1,0 +1,46 @@
+"""The hang programs under evals/programs/ and what the hang doctor must say about each: odd ranks, cause,
+and the location line (found by its text, so editing a program does not break its expectation)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from distdoctor import paths
+
+PROGRAMS = paths.ROOT / "evals" / "programs"
+
+
+@dataclass(frozen=True)
+class HangCase:
+    name: str  # evals/programs/<name>.py
+    nproc: int
+    odd_ranks: tuple[int, ...]
+    cause: str
+    location: str  # the text of the location line (stripped)
+    flight_recorder: bool = False  # the program writes Flight Recorder traces on a stall
+    env: dict = field(default_factory=dict)
+
+    @property
+    def program(self):
+        return PROGRAMS / f"{self.name}.py"
+
+    @property
+    def line(self) -> int:
+        """The location's line number, from its text."""
+        lines = [i for i, t in enumerate(self.program.read_text().splitlines(), 1) if t.strip() == self.location]
+        if len(lines) != 1:
+            raise ValueError(f"{self.program}: expected one line `{self.location}`, found {len(lines)}")
+        return lines[0]
+
+
+CASES = [
+    HangCase("hang_rank0_eval", 2, (0,), "rank_conditional_collective", "if rank == 0:"),
+    HangCase("hang_uneven_shards", 3, (0,), "dataloader_uneven", "for batch in batches:"),
+    HangCase("hang_checkpoint_rank0", 2, (0,), "checkpoint_all_ranks", "if is_main_process():"),
+    HangCase("hang_straggler_io", 2, (1,), "collective_timeout", 'with open(path, "rb") as f:'),
+    HangCase("hang_logger_init", 2, (1,), "logger_init_all_ranks", "logger = RunLogger(run_dir)"),
+    HangCase("hang_peer_exit", 2, (1,), "peer_died_first", "dist.all_reduce(total)"),
+    HangCase("hang_fr_size_mismatch", 3, (0,), "rank_conditional_collective", "dist.all_reduce(counts)",
+             flight_recorder=True),
+]
+BY_NAME = {c.name: c for c in CASES}

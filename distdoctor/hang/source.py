@@ -1,0 +1,86 @@
+"""Read the user's source at a reported frame (never importing it): the blocks that enclose a line — branches
+(and whether their test is on the rank), loops, functions and their decorators.
+
+One libcst pass per file (source_scan.py) gives the spans of all its blocks; they are cached in memory and on
+disk ($XDG_CACHE_HOME/distdoctor/hang-source, keyed by path, size and mtime), so a second look at the same
+code during a hang does not even load libcst.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Block:
+    kind: str  # if | for | while | def
+    file: str
+    line: int  # the header's line
+    header: str  # e.g. "if rank == 0:", "for batch in batches:", "def save(...)"
+    on_rank: bool = False  # an `if` whose test reads the rank, or a def with a rank-zero-only decorator
+    branch: str = ""  # for an if: "body" or "else" (which side the line is on)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.file, self.line
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "distdoctor" / "hang-source"
+
+
+@lru_cache(maxsize=512)
+def _spans(file: str) -> tuple[dict, ...] | None:
+    """The block spans of a file, None when it cannot be read or parsed here."""
+    try:
+        st = os.stat(file)
+    except OSError:
+        return None
+    stamp = [st.st_size, st.st_mtime_ns]
+    cached = _cache_dir() / (hashlib.sha256(os.path.abspath(file).encode()).hexdigest()[:32] + ".json")
+    try:
+        data = json.loads(cached.read_text())
+        if data.get("stamp") == stamp:
+            return tuple(data["spans"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    from distdoctor.hang import source_scan  # libcst: only on a cache miss
+    try:
+        spans = source_scan.spans(Path(file).read_bytes())
+    except Exception:  # noqa: BLE001 - unreadable or unparsable (libcst.ParserSyntaxError): no source answer
+        return None
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"file": os.path.abspath(file), "stamp": stamp, "spans": spans}))
+        os.replace(tmp, cached)
+    except OSError:
+        pass  # a read-only home: no cache, same answer
+    return tuple(spans)
+
+
+@lru_cache(maxsize=4096)
+def enclosing(file: str | None, line: int | None) -> tuple[Block, ...]:
+    """The blocks around file:line, outermost first; () when the file cannot be read or parsed here."""
+    spans = _spans(file) if file and line else None
+    if not spans:
+        return ()
+    out = []
+    for s in sorted((s for s in spans if s["start"] <= line <= s["end"]), key=lambda s: (s["start"], -s["end"])):
+        branch = ("body" if s["body"][0] <= line <= s["body"][1] else "else") if s["kind"] == "if" else ""
+        out.append(Block(s["kind"], file, s["line"], s["header"], s["on_rank"], branch))
+    return tuple(out)
+
+
+def line_text(file: str | None, line: int | None) -> str:
+    """The stripped text of one line of a file (for people; never parsed from)."""
+    try:
+        return Path(file).read_text(errors="replace").splitlines()[line - 1].strip() if file and line else ""
+    except (OSError, IndexError):
+        return ""

@@ -1,0 +1,77 @@
+"""The libcst pass of distdoctor.hang.source: one walk of a module gives the span of every branch, loop and
+function with its header and whether it reads the rank. Imported only when a file is not in the cache."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+# identifiers that say "which rank am I": rank, local_rank, is_main_process(), trainer.is_global_zero, ...
+RANK_NAME = re.compile(r"(^|_)(rank|rank0|rank_zero|global_rank|local_rank|ddp_rank|node_rank|process_index)$"
+                       r"|^(is_)?(main|master)(_process)?$|^is_(local_)?(main|master)|^get_rank$|is_global_zero"
+                       r"|is_rank_zero|is_world_process_zero|^RANK$|^LOCAL_RANK$", re.IGNORECASE)
+RANK_DECORATOR = re.compile(r"rank_?zero|main_process|master_only|rank0|on_rank_0|local_main", re.IGNORECASE)
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.append(node.value)
+
+
+def reads_rank(node: cst.CSTNode) -> bool:
+    """Whether an expression reads an identifier that names the rank (a name, attribute or called function)."""
+    visitor = _Names()
+    node.visit(visitor)
+    return any(RANK_NAME.search(n) for n in visitor.names)
+
+
+class _Spans(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.spans: list[dict] = []
+
+    def _lines(self, node: cst.CSTNode) -> tuple[int, int]:
+        pos = self.get_metadata(PositionProvider, node)
+        return pos.start.line, pos.end.line
+
+    def _add(self, node: cst.CSTNode, kind: str, header_node: cst.CSTNode, header: str, on_rank: bool,
+             body: cst.CSTNode | None = None) -> None:
+        start, end = self._lines(node)
+        span = {"kind": kind, "start": start, "end": end, "line": self._lines(header_node)[0], "header": header,
+                "on_rank": on_rank}
+        if body is not None:
+            span["body"] = list(self._lines(body))
+        self.spans.append(span)
+
+    def visit_If(self, node: cst.If) -> None:
+        self._add(node, "if", node.test, f"if {self.module.code_for_node(node.test)}:", reads_rank(node.test),
+                  node.body)
+
+    def visit_For(self, node: cst.For) -> None:
+        code = self.module.code_for_node
+        self._add(node, "for", node.target, f"for {code(node.target)} in {code(node.iter)}:", reads_rank(node.iter))
+
+    def visit_While(self, node: cst.While) -> None:
+        self._add(node, "while", node.test, f"while {self.module.code_for_node(node.test)}:", reads_rank(node.test))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        decorators = [self.module.code_for_node(d.decorator) for d in node.decorators]
+        self._add(node, "def", node.decorators[0] if node.decorators else node.name,
+                  "".join(f"@{d} " for d in decorators) + f"def {node.name.value}(...)",
+                  any(RANK_DECORATOR.search(d) for d in decorators))
+
+
+def spans(source: bytes) -> list[dict]:
+    """Every if / for / while / def of a module: kind, start/end lines, header line and text, on_rank, and for
+    an if the lines of its body. Raises libcst.ParserSyntaxError on a file that does not parse."""
+    wrapper = MetadataWrapper(cst.parse_module(source))
+    visitor = _Spans(wrapper.module)
+    wrapper.visit(visitor)
+    return visitor.spans

@@ -1,0 +1,53 @@
+"""Live hangs: each hang program under evals/programs/ really hangs under torchrun (gloo, CPU); once it is
+stuck, `hang.py --pid <agent pid> --json` must name the odd ranks, the cause and the line; then the job's whole
+process tree is killed and nothing may be left. The jobs start together to keep the wall time low."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distdoctor.hang import jobs
+from distdoctor.hang.programs import CASES
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.torchrun
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory):
+    """All hang jobs, started at once; killed (whole trees) at the end whatever happened."""
+    started = {}
+    try:
+        for case in CASES:
+            tmp = tmp_path_factory.mktemp(case.name)
+            env = {"TORCH_FR_DUMP_TEMP_FILE": str(tmp / "trace_")} if case.flight_recorder else {}
+            started[case.name] = (jobs.start(case.program, case.nproc, env, log_dir=tmp), env)
+        yield started
+    finally:
+        for job, _ in started.values():
+            job.kill()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_live_hang_is_named(running, case):
+    job, env = running[case.name]
+    try:
+        jobs.wait_stuck(job, 90, fr_ranks=case.nproc if case.flight_recorder else 0,
+                        fr_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE"))
+        res = subprocess.run([sys.executable, str(ROOT / "scripts" / "hang.py"), "--pid", str(job.pid), "--json"],
+                             capture_output=True, text=True, timeout=60)
+    finally:
+        left = job.kill()
+    assert not left, f"processes left behind: {left}"
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = json.loads(res.stdout)
+    assert out["odd_ranks"] == list(case.odd_ranks), out["verdict"]
+    assert out["causes"][0]["id"] == case.cause, out["causes"]
+    assert out["causes"][0]["entry"].startswith("references/")
+    assert Path(out["location"]["file"]).name == case.program.name and out["location"]["line"] == case.line
+    live = [r for r in out["ranks"] if r["state"] not in ("exited", "exiting", "zombie")]
+    assert all(r["pid"] and r["host"] and r["file"] for r in live)
