@@ -16,8 +16,6 @@ from pathlib import Path
 
 from distdoctor import paths
 
-# libyaml's loader where PyYAML was built with it (same results, ~10x faster start-up), else the Python one
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 HEADING = re.compile(r"^### (?P<id>[a-z][a-z0-9_]*) — (?P<title>.+?)\s*$")
 FENCE = re.compile(r"^```(?P<info>[\w-]*)\s*$")
 ANCHOR = re.compile(r"""^\s*<a\s+(?:id|name)=["'][^"']+["']\s*>\s*</a>\s*$""")
@@ -154,7 +152,8 @@ def _parse_lines(path: Path, lines: list[str], errors: list[KnowledgeError] | No
             i = _next_heading(lines, start + 1)
             continue
         try:
-            block = yaml.load("\n".join(lines[j + 1:k]), Loader=_YAML_LOADER) or {}
+            # libyaml's loader where PyYAML was built with it (same results, ~10x faster start-up)
+            block = yaml.load("\n".join(lines[j + 1:k]), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
         except yaml.YAMLError as exc:
             err = KnowledgeError(f"{path}:{j + 1}: YAML of entry {m['id']!r}: {exc}".replace("\n", " "))
             if errors is None:

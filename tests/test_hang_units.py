@@ -114,7 +114,7 @@ def test_fr_cli_reads_a_folder_of_traces():
     res = run_hang("--fr", str(DATA / "hang_fr_size_mismatch.fr"), "--json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert out["odd_ranks"] == [0] and out["causes"][0]["id"] == "rank_conditional_collective"
+    assert out["odd_ranks"] == [0] and out["causes"][0]["id"] == "collective_shape_mismatch"
     assert out["location"]["line"] == BY_NAME["hang_fr_size_mismatch"].line
     assert out["flight_recorder"]["seq"] == 3
 

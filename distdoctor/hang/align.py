@@ -189,9 +189,11 @@ def _flight_recorder(traces: dict[str, list[dict]], v: Verdict) -> bool:
     ev = [f"Flight Recorder: collective #{div.seq} of process group {div.pg!r} is {what}"] + div.evidence
     if frame.get("file"):
         ev.append(f"called at {short(frame['file'])}:{frame.get('line')}: `{line_text(frame['file'], frame.get('line'))}`")
-    v.causes = [Cause("rank_conditional_collective", 0.8, ev)]
-    if div.what == "sizes":
-        v.causes.append(Cause("dataloader_uneven", 0.3, ev[:1] + ["sizes that follow per-rank data"]))
+    if div.what in ("sizes", "dtypes"):  # every rank reached the same collective: its arguments differ by rank
+        v.causes = [Cause("collective_shape_mismatch", 0.8, ev),
+                    Cause("dataloader_uneven", 0.3, ev[:1] + ["sizes that follow per-rank data"])]
+    else:
+        v.causes = [Cause("rank_conditional_collective", 0.8, ev)]
     v.location = _location(frame.get("file"), frame.get("line"), "the collective whose arguments differ by rank")
     v.summary = f"rank(s) {', '.join(map(str, div.odd_ranks))}: {what} (Flight Recorder)"
     return True

@@ -40,7 +40,7 @@ CASES = [
     HangCase("hang_straggler_io", 2, (1,), "collective_timeout", 'with open(path, "rb") as f:'),
     HangCase("hang_logger_init", 2, (1,), "logger_init_all_ranks", "logger = RunLogger(run_dir)"),
     HangCase("hang_peer_exit", 2, (1,), "peer_died_first", "dist.all_reduce(total)"),
-    HangCase("hang_fr_size_mismatch", 3, (0,), "rank_conditional_collective", "dist.all_reduce(counts)",
+    HangCase("hang_fr_size_mismatch", 3, (0,), "collective_shape_mismatch", "dist.all_reduce(counts)",
              flight_recorder=True),
 ]
 BY_NAME = {c.name: c for c in CASES}

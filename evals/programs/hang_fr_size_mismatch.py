@@ -4,7 +4,7 @@ Stacks show every rank at the same line; the Flight Recorder shows the sizes dif
 
 distdoctor.tracer's watchdog writes each rank's Flight Recorder trace after 3 s without progress to
 $TORCH_FR_DUMP_TEMP_FILE<rank> (the file NCCL's TORCH_NCCL_DUMP_ON_TIMEOUT writes).
-Expected: odd rank 0, cause rank_conditional_collective, location: the `dist.all_reduce(counts)` line.
+Expected: odd rank 0, cause collective_shape_mismatch, location: the `dist.all_reduce(counts)` line.
 """
 import os
 import sys
