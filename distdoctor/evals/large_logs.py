@@ -36,7 +36,7 @@ from distdoctor import paths
 
 RECORDINGS = paths.ROOT / "evals" / "agentic" / "recordings"
 CACHE = paths.ROOT / "evals" / ".cache" / "large_logs"
-GENERATOR_VERSION = 1  # bump when the output for the same inputs changes
+GENERATOR_VERSION = 2  # bump when the output for the same inputs changes
 HEALTHY = "healthy_4"
 
 RANK_PREFIX = re.compile(r"^\[default(\d+)\]:")
@@ -234,7 +234,11 @@ def generate(path: Path, spec: Spec) -> int:
             chunk = noise_pass(None)
             f.write(chunk)
             written += len(chunk)
-        root = "".join(root_lines).encode()
+        # the failing run's steps continue the healthy run's count
+        def shift(text: str) -> str:
+            return STEP.sub(lambda m: f"step {int(m.group(1)) + step_base}", text)
+
+        root = shift("".join(root_lines)).encode()
         f.write(root)
         written += len(root)
         # the echoes of the other ranks arrive one by one, interleaved with the noise of ranks still running
@@ -243,7 +247,7 @@ def generate(path: Path, spec: Spec) -> int:
         end = size - len(tail_text)
         while written < end or pending:
             if pending and (written >= end or rng.random() < 0.35):
-                block = "".join(pending.pop()).encode()
+                block = shift("".join(pending.pop())).encode()
             else:
                 block = noise_pass(odd)
                 if written + len(block) > end:

@@ -1,12 +1,4 @@
-"""Agentic hang case: one rank waits for a message that is only sent when a flag is set on rank 0.
-
-At --hang-step the ranks sync a learning-rate schedule: rank 0 sends it to the last rank only when
-`--resume` is given (a rank-conditional send), but the last rank always waits for it. Every other rank
-is already in the gradient all_reduce of the next step, so the job stops making progress without an
-error until the gloo timeout (--timeout seconds). Expected: the odd rank is the last one, stuck in
-`dist.recv`; cause rank_conditional_collective. Without the hang (--resume) every rank prints
-`DISTDOCTOR_OK rank=<r> checksum=<x>`.
-"""
+"""Train a small model with gloo; at --hang-step the ranks sync the learning-rate schedule."""
 import argparse
 from datetime import timedelta
 

@@ -1,12 +1,4 @@
-"""Agentic hang case: one rank deadlocks in its own data loading while the others wait in all_reduce.
-
-Each rank refills a prefetch buffer under a lock. On --bad-rank the refill at --hang-step calls a helper
-that takes the same (non-reentrant) lock again, so that rank blocks forever in `threading.Lock.acquire`
-and never reaches the gradient all_reduce where every other rank waits. Nothing is printed; the job
-just stops. Expected: the odd rank is --bad-rank, stuck on the second `with self.lock:`; cause
-collective_timeout (a rank is late to the collective). With --bad-rank -1 every rank prints
-`DISTDOCTOR_OK rank=<r> checksum=<x>`.
-"""
+"""Train a small model with gloo, each rank reading batches from a locked prefetch buffer."""
 import argparse
 import threading
 from datetime import timedelta
