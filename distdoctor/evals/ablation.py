@@ -57,7 +57,7 @@ def compare(with_skill: list[Outcome], without: list[Outcome]) -> dict:
         k["ran"] += 1
         k["with"] += bool(ok_w)
         k["without"] += bool(ok_wo)
-        if ok_w != ok_wo or got_w != got_wo:
+        if ok_w != ok_wo or (got_w != got_wo and not (got_w.startswith("(none") and got_wo.startswith("(none"))):
             diffs.append({"id": cid, "kind": kind, "with": bool(ok_w), "without": bool(ok_wo),
                           "with_answer": got_w, "without_answer": got_wo,
                           "change": "gained" if ok_w and not ok_wo else ("lost" if ok_wo and not ok_w else "same")})

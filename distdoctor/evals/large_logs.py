@@ -235,8 +235,10 @@ def generate(path: Path, spec: Spec) -> int:
             f.write(chunk)
             written += len(chunk)
         # the failing run's steps continue the healthy run's count
+        fail_base = step_base
+
         def shift(text: str) -> str:
-            return STEP.sub(lambda m: f"step {int(m.group(1)) + step_base}", text)
+            return STEP.sub(lambda m: f"step {int(m.group(1)) + fail_base}", text)
 
         root = shift("".join(root_lines)).encode()
         f.write(root)
