@@ -68,7 +68,7 @@ def with_skill(task: dict, skill: Path) -> dict:
 def task_from_payload(p: dict, cwd: Path) -> dict:
     """The stdin JSON of --agent-cmd: an agentic case, or a cases.jsonl case ({id, log, context, files?})."""
     logs = [str(cwd / x) for x in p.get("logs", [])]
-    if "kind" not in p and (cwd / "logs").is_dir():
+    if "kind" not in p and p.get("log"):
         logs = [str(cwd / "logs")]
     return {"kind": p.get("kind", "short_log"), "words": p.get("words", p.get("context", "")), "logs": logs,
             "repo": str(cwd / p["repo"]) if p.get("repo") else None, "pid": (p.get("job") or {}).get("pid"),

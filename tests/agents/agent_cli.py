@@ -96,7 +96,8 @@ def main() -> None:
     cwd = Path.cwd()
     m = re.search(r"torchrun process id (\d+)", prompt)
     kind = "hang" if m else ("fix" if "Make `" in prompt else "logs")
-    logs = [str(cwd / "logs")] if (cwd / "logs").is_dir() and kind == "logs" else []
+    has_logs = kind == "logs" and any(f.is_file() and f.stat().st_size for f in (cwd / "logs").rglob("*"))
+    logs = [str(cwd / "logs")] if has_logs else []
     task = {"kind": kind, "words": prompt.splitlines()[0], "logs": logs, "repo": str(cwd / "repo"),
             "pid": int(m.group(1)) if m else None, "log": ""}
     skill = cwd / SKILL_DIRS[NAME] / "SKILL.md"
