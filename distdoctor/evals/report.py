@@ -133,8 +133,10 @@ def render_markdown(score: Score, loop: list[LoopResult] | None = None, command:
           "| measure | value |", "|---|---|",
           f"| top-1 (first cause named is the expected one) | **{_pct(score.top1)}** |",
           f"| top-3 (expected cause among the first three) | **{_pct(score.top3)}** |",
-          f"| patch named right (cases that have a patch) | {_pct(score.patch_accuracy)} |", "",
-          "## Per cause", "", "| cause | cases | top-1 | top-3 |", "|---|---:|---:|---:|"]
+          f"| patch named right (cases that have a patch) | {_pct(score.patch_accuracy)} |"]
+    if kinds:
+        md += _kinds_markdown(kinds)
+    md += ["", "## Per cause", "", "| cause | cases | top-1 | top-3 |", "|---|---:|---:|---:|"]
     for cause, d in score.per_cause().items():
         md.append(f"| `{cause}` | {d['n']} | {d['top1_hits']}/{d['n']} ({_pct(d['top1'])}) | "
                   f"{d['top3_hits']}/{d['n']} ({_pct(d['top3'])}) |")
@@ -170,8 +172,6 @@ def render_markdown(score: Score, loop: list[LoopResult] | None = None, command:
                      for s in r.steps}
             md.append(f"| `{r.program}` | `{r.cause}` | **{r.status}** | " +
                       " | ".join(cells.get(k, "") for k in ("run", "diagnose", "patch", "rerun")) + " |")
-    if kinds:
-        md += _kinds_markdown(kinds)
     if agentic:
         md += _agentic_markdown(agentic)
     if ablation:
