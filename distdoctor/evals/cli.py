@@ -184,8 +184,13 @@ def _run_agentic(cases, responder, args, with_skill: bool = True) -> list:
     """The agentic cases, answered by the built-in tools (no skill to install) or by the agent."""
     from distdoctor.evals import agentic
 
-    if not hasattr(responder, "respond"):  # recorded answers cannot work in a workspace
+    from distdoctor.evals.responders import BuiltinResponder
+
+    if isinstance(responder, BuiltinResponder):
         responder = agentic.BuiltinTools()
+    elif not hasattr(responder, "respond"):  # recorded answers cannot work in a workspace
+        return [agentic.AgenticResult(c.id, c.kind, "skipped", {}, {}, "recorded answers cannot work in a "
+                                      "workspace", None, 0.0, [c.kind]) for c in cases]
     layout = getattr(responder, "skill_layout", None) or ("generic" if hasattr(responder, "argv") else None)
     return agentic.run_all(cases, responder, layout if with_skill else None, progress=not args.quiet)
 
