@@ -182,7 +182,9 @@ def test_e2e_runs_the_agentic_cases_with_the_builtin_tools() -> None:
     rc, out, err = run_cli("--e2e", "--no-loop", "--kind", "large_log", "--kind", "hang", "--kind", "fix")
     res = {a["id"]: a for a in out["agentic"]}
     assert set(res) == {c.id for c in agentic.load_cases()}, err
-    assert res["fix-ddp-laptop"]["status"] == "passed", res["fix-ddp-laptop"]
+    for a in res.values():
+        if a["kind"] == "fix":
+            assert a["status"] == "passed", a
     large = [a for a in res.values() if a["kind"] == "large_log"]
     assert sum(a["status"] == "passed" for a in large) >= MIN_LARGE_PASSED, err
     assert all(a["seconds"] < 60 for a in large)
@@ -213,11 +215,14 @@ def test_ablation_shows_the_skill_followers_lift_and_none_for_an_agent_that_igno
     gained = {c["id"] for c in follow["ablation"]["cases"] if c["change"] == "gained"}
     assert {"t-large-peer", "fix-ddp-laptop"} <= gained
 
+    # the agent that ignores the skill: the same cases but the fix (its rerun would only show the same failure
+    # twice, at a torchrun start each): no lift anywhere
+    (d / "fix-ddp-laptop.yaml").unlink()
     rc, ignore, err = run_cli("--agent-cmd", _agent("skill_ignorer.py"), *common)
     assert rc == 0, err
     assert all(k["lift"] in (0, None) for k in ignore["ablation"]["kinds"].values()), ignore["ablation"]
     assert not [c for c in ignore["ablation"]["cases"] if c["change"] != "same"]
-    assert ignore["kinds"]["fix"]["passed"] == 0  # it changed nothing, the rerun fails
+    assert ignore["ablation"]["kinds"]["large_log"]["with_rate"] == 0.0
 
 
 def test_ablation_needs_an_agent() -> None:
