@@ -108,6 +108,22 @@ def test_hang_location_must_still_hold_its_line(tmp_path: Path) -> None:
         agentic.load_case(p)
 
 
+def test_fix_scope_sees_every_change_outside_may_change(tmp_path: Path) -> None:
+    case = agentic.load_case(ROOT / "evals/agentic/fix-sharded-optimizer.yaml")
+    ws = agentic.prepare(case, tmp_path, skill_layout="generic")
+    assert (ws.repo / "optim.py").is_file() and ws.skill.is_file() and (ws.skill.parent / "scripts").is_dir()
+    assert agentic.repo_changes(case, ws) == ([], [])
+    (ws.repo / "optim.py").write_text("# fixed\n")
+    (ws.repo / "__pycache__").mkdir()
+    (ws.repo / "__pycache__" / "optim.cpython-311.pyc").write_bytes(b"x")  # bytecode is not a change
+    assert agentic.repo_changes(case, ws) == (["optim.py"], [])
+    (ws.repo / "train.py").write_text("# also changed\n")
+    (ws.repo / "README.md").unlink()
+    (ws.repo / "notes.txt").write_text("scratch")
+    assert agentic.repo_changes(case, ws) == (["README.md", "notes.txt", "optim.py", "train.py"],
+                                              ["README.md", "notes.txt", "train.py"])
+
+
 # ---------------------------------------------------------------- large logs
 
 def test_large_log_is_real_lines_renumbered_with_the_first_failure_buried(tmp_path: Path) -> None:

@@ -409,10 +409,15 @@ def _check_answer(case: AgenticCase, ans: Answer) -> dict[str, bool | None]:
     return checks
 
 
-def _check_fix(case: AgenticCase, ws: Workspace) -> tuple[dict[str, bool | None], str]:
+def repo_changes(case: AgenticCase, ws: Workspace) -> tuple[list[str], list[str]]:
+    """(files of repo/ changed, added or removed since the workspace was made, those outside may_change)."""
     after = tree_digest(ws.repo)
     changed = sorted(k for k in set(after) | set(ws.repo_before) if after.get(k) != ws.repo_before.get(k))
-    stray = [k for k in changed if k not in case.expect["may_change"]]
+    return changed, [k for k in changed if k not in case.expect.get("may_change", [])]
+
+
+def _check_fix(case: AgenticCase, ws: Workspace) -> tuple[dict[str, bool | None], str]:
+    changed, stray = repo_changes(case, ws)
     r = run_torchrun(case.job["program"], case.nproc, case.job_args, timeout=case.job_timeout, cwd=ws.repo)
     done = finished_ranks(r.output)
     ran = succeeded(r) and set(done) == set(range(case.nproc))
