@@ -195,7 +195,7 @@ MIN_LARGE_PASSED = 4  # measured 4 of 5 on 2026-11-24 (large-rank0-allreduce-32:
 
 @pytest.mark.torchrun
 def test_e2e_runs_the_agentic_cases_with_the_builtin_tools() -> None:
-    rc, out, err = run_cli("--e2e", "--no-loop", "--kind", "large_log", "--kind", "hang", "--kind", "fix")
+    rc, out, err = run_cli("--e2e", "--no-loop", "--kind", "large_log", "--kind", "hang", "--kind", "fix", "-j", "2")
     res = {a["id"]: a for a in out["agentic"]}
     assert set(res) == {c.id for c in agentic.load_cases()}, err
     for a in res.values():

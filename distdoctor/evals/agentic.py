@@ -495,13 +495,17 @@ def run_case(case: AgenticCase, responder: AgenticResponder, skill_layout: str |
 
 
 def run_all(cases: list[AgenticCase], responder: AgenticResponder, skill_layout: str | None = None,
-            progress: bool = True) -> list[AgenticResult]:
-    out = []
-    for c in cases:
+            progress: bool = True, jobs: int = 1) -> list[AgenticResult]:
+    """Every case (in `jobs` threads, each case in its own workspace and job), in the cases' order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(c: AgenticCase) -> AgenticResult:
         if progress:
             print(f"[agentic] {c.id} ({c.kind})", file=sys.stderr, flush=True)
         r = run_case(c, responder, skill_layout)
         if progress:
             print(f"[agentic] {c.id}: {r.status} — {r.detail[:200]}", file=sys.stderr, flush=True)
-        out.append(r)
-    return out
+        return r
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, cases))

@@ -192,7 +192,7 @@ def _run_agentic(cases, responder, args, with_skill: bool = True) -> list:
         return [agentic.AgenticResult(c.id, c.kind, "skipped", {}, {}, "recorded answers cannot work in a "
                                       "workspace", None, 0.0, [c.kind]) for c in cases]
     layout = getattr(responder, "skill_layout", None) or ("generic" if hasattr(responder, "argv") else None)
-    return agentic.run_all(cases, responder, layout if with_skill else None, progress=not args.quiet)
+    return agentic.run_all(cases, responder, layout if with_skill else None, progress=not args.quiet, jobs=args.jobs)
 
 
 def _ablate(cases, agentic_cases, responder, with_score, with_agentic, args, causes) -> dict:
