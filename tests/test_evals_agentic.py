@@ -181,6 +181,21 @@ def test_hang_job_runs_while_the_responder_works_and_is_killed_after(monkeypatch
     assert not alive, f"left running: {alive}"
 
 
+def test_hang_doctor_answer_is_read_by_its_contract() -> None:
+    """scripts/hang.py --json: top-level ranks, odd_ranks, causes [{id, score, evidence}], location {file, line}."""
+    out = {"ranks": {"0": {}, "1": {}, "2": {}}, "odd_ranks": [1],
+           "causes": [{"id": "collective_timeout", "score": 3.0, "evidence": ["rank 1 not in all_reduce"]},
+                      {"id": "rank_conditional_collective", "score": 1.0, "evidence": []}],
+           "location": {"file": "/tmp/x/repo/agentic_hang_loader_lock.py", "line": 17}}
+    ans = agentic.answer_from_hang(out)
+    assert ans.cause == "collective_timeout" and ans.odd_ranks == [1] and ans.location["line"] == 17
+    case = agentic.load_case(ROOT / "evals/agentic/hang-loader-lock.yaml")
+    assert agentic._check_answer(case, ans) == {"cause": True, "odd_ranks": True, "line": True}
+    ans.location = {"file": "agentic_hang_loader_lock.py", "line": 21}  # the outer `with self.lock:`
+    assert agentic._check_answer(case, ans)["line"] is False
+    assert agentic.answer_from_hang({"ranks": {}, "odd_ranks": [], "causes": []}).error
+
+
 def test_hang_cases_skip_with_a_reason_when_the_hang_doctor_is_absent(monkeypatch) -> None:
     monkeypatch.setattr(agentic, "HANG_CLI", ROOT / "scripts" / "no_such_hang.py")
     case = agentic.load_case(ROOT / "evals/agentic/hang-loader-lock.yaml")

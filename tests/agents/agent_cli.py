@@ -121,9 +121,14 @@ def main() -> None:
     elif NAME == "gemini":
         print(json.dumps({"session_id": "0000", "response": text, "stats": {"models": {}}}, indent=2))
     else:
-        for ev in ({"type": "step_start", "sessionID": "ses_0", "part": {"type": "step-start"}},
-                   {"type": "text", "sessionID": "ses_0", "part": {"id": "prt_0", "type": "text", "text": text}},
-                   {"type": "step_finish", "sessionID": "ses_0", "part": {"type": "step-finish", "reason": "stop"}}):
+        ids = {"sessionID": "ses_0", "messageID": "msg_0"}
+        for ev in ({"type": "step_start", "timestamp": 1, "sessionID": "ses_0",
+                    "part": {"id": "prt_0", **ids, "type": "step-start"}},
+                   {"type": "text", "timestamp": 2, "sessionID": "ses_0",
+                    "part": {"id": "prt_1", **ids, "type": "text", "text": text, "time": {"start": 1, "end": 2}}},
+                   {"type": "step_finish", "timestamp": 3, "sessionID": "ses_0",
+                    "part": {"id": "prt_2", **ids, "type": "step-finish", "reason": "stop",
+                             "tokens": {"input": 1, "output": 1, "reasoning": 0, "cache": {"read": 0, "write": 0}}}}):
             print(json.dumps(ev))
 
 
