@@ -26,6 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="An agent gets the case as JSON on stdin ({id, log, context} and, for torchrun --log-dir cases, files: {relative path: text}; never the expected answer) and "
                "DISTDOCTOR_SKILL=<path of SKILL.md> in its environment; it answers with a JSON object "
                '{"cause": ID, "patch": ID-or-null, "causes": [ranked ids]} or a last line "CAUSE: <id>". '
+               "An agentic case (evals/agentic/*.yaml) runs in a fresh workspace (cwd) and gets {id, kind, words, "
+               "workspace, repo?, logs?, job: {pid, command, log}?, run: {command}?, causes, answer}; it may add "
+               '"first_failure_rank", "odd_ranks" and "location": {"file", "line"} to its answer. '
                "Exit: 0 ok, 1 below --min-top1 or a closed-loop failure, 2 bad input.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--agent-cmd", metavar="CMD", help="external agent command, split with shlex (no shell), "
