@@ -64,7 +64,8 @@ def test_committed_cases_cover_every_kind_and_the_large_logs_are_large() -> None
     large = [c for c in cases if c.kind == "large_log"]
     assert len(large) >= 5
     for c in large:
-        assert 8 <= c.logs["ranks"] <= 64 and c.logs["size_mb"] >= 100, c.id
+        shrink = 0.73 if c.logs.get("layout") == "per_rank" else 1.0  # the split takes the tee prefixes off
+        assert 8 <= c.logs["ranks"] <= 64 and c.logs["size_mb"] * shrink >= 100, c.id
         assert (large_logs.RECORDINGS / f"{c.logs['recording']}.log").is_file()
         assert (large_logs.RECORDINGS / f"{c.logs['recording']}.meta.yaml").is_file()
     # recordings are small and committed; the large files are not
@@ -145,6 +146,20 @@ def test_large_log_is_real_lines_renumbered_with_the_first_failure_buried(tmp_pa
     d = diagnose_paths([str(path)])
     assert d["causes"][0]["id"] == "peer_died_first" and d["first_failure"]["rank"] == 11
     assert time.monotonic() - t0 < 30
+
+
+def test_per_rank_layout_is_one_file_per_rank_without_the_tee_prefix(tmp_path: Path) -> None:
+    spec = large_logs.Spec("rank_raises_4", ranks=8, size_mb=1, odd_rank=5, bury=0.5, layout="per_rank")
+    folder = large_logs.ensure("t-split", spec, cache=tmp_path)
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted([f"rank_{r}.log" for r in range(8)] + ["launcher.log"])
+    five = (folder / "rank_5.log").read_text()
+    assert "[rank5]: ValueError: bad batch" in five and "[default" not in five
+    assert "ValueError" not in (folder / "rank_2.log").read_text()  # the recorded rank 2 is rank 5 here
+    from distdoctor.diagnose import diagnose_paths
+
+    d = diagnose_paths([str(folder)])
+    assert d["causes"][0]["id"] == "peer_died_first" and d["first_failure"]["rank"] == 5
 
 
 # ---------------------------------------------------------------- hang mechanics

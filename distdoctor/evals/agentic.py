@@ -214,8 +214,12 @@ def prepare(case: AgenticCase, tmp: Path, skill_layout: str | None) -> Workspace
     if case.logs:
         from distdoctor.evals.large_logs import Spec, ensure
 
-        (ws.root / "logs").mkdir()
-        shutil.copyfile(ensure(case.id, Spec.from_dict(case.logs)), ws.root / "logs" / "train.log")
+        made = ensure(case.id, Spec.from_dict(case.logs))
+        if made.is_dir():  # a folder of per-rank logs
+            shutil.copytree(made, ws.root / "logs")
+        else:
+            (ws.root / "logs").mkdir()
+            shutil.copyfile(made, ws.root / "logs" / "train.log")
     if skill_layout:
         ws.skill = install_skill(ws.root, skill_layout)
     return ws

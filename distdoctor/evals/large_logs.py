@@ -26,6 +26,7 @@ import json
 import os
 import random
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ GENERATOR_VERSION = 3  # bump when the output for the same inputs changes
 HEALTHY = "healthy_4"
 
 RANK_PREFIX = re.compile(r"^\[default(\d+)\]:")
+RANK_PREFIX_B = re.compile(rb"^\[default(\d+)\]:")
 # every place a rank number shows in these logs: tee prefix, torch's traceback prefix, program prints,
 # the launcher's summary and monitored_barrier's message
 RANK_MENTIONS = re.compile(r"(\[default|\[rank|\brank |\brank=|\brank\s*: |local_rank: |\bRank )(\d+)")
@@ -60,11 +62,12 @@ class Spec:
     odd_rank: int | None  # the recorded failing rank becomes this rank
     bury: float = 0.8  # where the first failure lands, as a fraction of the size
     seed: int = 0
+    layout: str = "interleaved"  # or per_rank: a folder of rank_N.log (+ launcher.log), as collected from nodes
 
     @classmethod
     def from_dict(cls, d: dict) -> "Spec":
         return cls(str(d["recording"]), int(d["ranks"]), float(d["size_mb"]), d.get("odd_rank"),
-                   float(d.get("bury", 0.8)), int(d.get("seed", 0)))
+                   float(d.get("bury", 0.8)), int(d.get("seed", 0)), str(d.get("layout", "interleaved")))
 
 
 def load_recordings() -> dict[str, dict]:
@@ -172,22 +175,51 @@ def cache_path(case_id: str, spec: Spec) -> Path:
 
 
 def ensure(case_id: str, spec: Spec, cache: Path | None = None) -> Path:
-    """The case's large log, generated once into the cache (atomically) and reused."""
+    """The case's large log (a file, or a folder for the per_rank layout), generated once into the cache
+    (atomically) and reused."""
     path = cache_path(case_id, spec)
     if cache is not None:
         path = cache / path.name
-    if path.is_file():
+    if spec.layout == "per_rank":
+        path = path.with_suffix(".d")
+    if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    for stale in path.parent.glob(f"{case_id}-*.log"):
-        stale.unlink(missing_ok=True)  # an older version of this case's log
+    for stale in path.parent.glob(f"{case_id}-*"):  # an older version of this case's log
+        shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         generate(tmp, spec)
-        os.replace(tmp, path)
+        if spec.layout == "per_rank":
+            split_by_rank(tmp, tmp.with_name(tmp.name + ".d"))
+            os.replace(tmp.with_name(tmp.name + ".d"), path)
+        else:
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+        if tmp.with_name(tmp.name + ".d").is_dir():
+            shutil.rmtree(tmp.with_name(tmp.name + ".d"))
     return path
+
+
+def split_by_rank(interleaved: Path, folder: Path) -> None:
+    """One file per rank (rank_N.log, the tee prefix taken off, as each rank's own log has it) and the
+    launcher's lines in launcher.log."""
+    folder.mkdir()
+    files: dict[int | None, object] = {}
+    try:
+        with open(interleaved, "rb") as f:
+            for line in f:
+                m = RANK_PREFIX_B.match(line)
+                rank = int(m.group(1)) if m else None
+                out = files.get(rank)
+                if out is None:
+                    name = f"rank_{rank}.log" if rank is not None else "launcher.log"
+                    out = files[rank] = open(folder / name, "wb", buffering=1 << 16)
+                out.write(line[m.end():] if m else line)
+    finally:
+        for out in files.values():
+            out.close()
 
 
 def generate(path: Path, spec: Spec) -> int:
