@@ -26,10 +26,16 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="An agent gets the case as JSON on stdin ({id, log, context} and, for torchrun --log-dir cases, files: {relative path: text}; never the expected answer) and "
                "DISTDOCTOR_SKILL=<path of SKILL.md> in its environment; it answers with a JSON object "
                '{"cause": ID, "patch": ID-or-null, "causes": [ranked ids]} or a last line "CAUSE: <id>". '
+               "An agentic case (evals/agentic/*.yaml) runs in a fresh workspace (cwd) and gets {id, kind, words, "
+               "workspace, repo?, logs?, job: {pid, command, log}?, run: {command}?, causes, answer}; it may add "
+               '"first_failure_rank", "odd_ranks" and "location": {"file", "line"} to its answer. '
                "Exit: 0 ok, 1 below --min-top1 or a closed-loop failure, 2 bad input.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--agent-cmd", metavar="CMD", help="external agent command, split with shlex (no shell), "
                                                          "run once per case")
+    src.add_argument("--agent", choices=("claude", "codex", "gemini", "opencode"),
+                     help="a real agent CLI, headless, in a fresh workspace per case with the skill installed where "
+                          "that CLI looks for it (see distdoctor/evals/agents.py)")
     src.add_argument("--responses", metavar="FILE.jsonl", help="recorded answers: {id, cause, patch?, causes?} "
                                                                "or {id, output} per line")
     p.add_argument("--cases", metavar="FILE", default=str(DEFAULT_CASES), help="case file (JSONL, "
@@ -45,6 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--e2e", action="store_true", help="also run the closed loop of evals/e2e.yaml "
                                                       "(real torchrun, 2 gloo ranks)")
     p.add_argument("--e2e-manifest", metavar="FILE", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--agentic", action="store_true", help="also run the agentic cases of evals/agentic/ (large "
+                   "logs, live hangs, fixes); implied by --e2e and --ablate-skill")
+    p.add_argument("--agentic-dir", metavar="DIR", default=None, help="agentic case folder or file "
+                   "(default evals/agentic)")
+    p.add_argument("--no-loop", action="store_true", help="with --e2e: leave out the closed loop of evals/e2e.yaml")
+    p.add_argument("--kind", action="append", choices=("short_log", "words", "large_log", "hang", "fix"),
+                   help="only cases of this kind (repeatable)")
+    p.add_argument("--ablate-skill", action="store_true", help="with --agent-cmd or --agent: run every case twice, "
+                   "with the skill available (installed in the workspace, DISTDOCTOR_SKILL set) and absent, and "
+                   "report the lift per kind and the cases that differ")
+    p.add_argument("--agent-bin", metavar="PATH", help="with --agent: the CLI executable (default: its name on PATH)")
     p.add_argument("--cause", action="append", metavar="ID", help="score only cases expecting this cause "
                                                                   "(repeatable)")
     p.add_argument("--no-corpus", action="store_true", help="skip the real-log corpus (evals/corpus/ and the public "
@@ -67,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("--timeout must be positive")
     if args.agent_cmd is not None and not args.agent_cmd.strip():
         return _fail("--agent-cmd is empty")
+    if args.ablate_skill and args.agent_cmd is None and args.agent is None:
+        return _fail("--ablate-skill needs --agent-cmd or --agent (the built-in tools have no skill to take away)")
+    if args.agent_bin and args.agent is None:
+        return _fail("--agent-bin needs --agent")
     if args.min_top1 is not None and not 0 <= args.min_top1 <= 1:
         return _fail(f"--min-top1 {args.min_top1} is not a fraction between 0 and 1")
     causes = _causes()
@@ -81,9 +102,28 @@ def main(argv: list[str] | None = None) -> int:
         cases = [c for c in cases if c.expected_cause in args.cause]
         if not cases:
             return _fail(f"no case expects {', '.join(args.cause)}")
+    if args.kind:
+        cases = [c for c in cases if ("short_log" if c.log.strip() else "words") in args.kind]
+    agentic_cases = None
+    if args.agentic or args.e2e or args.ablate_skill or args.agentic_dir:
+        from distdoctor.evals import agentic
+
+        try:
+            agentic_cases = agentic.load_cases(args.agentic_dir or agentic.AGENTIC_DIR, causes)
+        except agentic.AgenticError as exc:
+            return _fail(str(exc))
+        if args.kind:
+            agentic_cases = [c for c in agentic_cases if c.kind in args.kind]
+        if args.cause:
+            agentic_cases = [c for c in agentic_cases if set(c.causes) & set(args.cause)]
     try:
-        if args.agent_cmd is not None:
-            responder = responders.AgentResponder(args.agent_cmd, timeout=args.timeout)
+        if args.agent is not None:
+            from distdoctor.evals.agents import PresetResponder
+
+            responder = PresetResponder(args.agent, args.agent_bin, timeout=args.timeout)
+        elif args.agent_cmd is not None:
+            responder = responders.AgentResponder(args.agent_cmd, timeout=args.timeout,
+                                                  skill_layout="generic" if args.ablate_skill else None)
         elif args.responses:
             responder = responders.RecordedResponder(args.responses)
         else:
@@ -94,8 +134,16 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"cannot set up the responder: {exc}")
 
     result = scoring.score(cases, responder, jobs=args.jobs, causes=causes, progress=not args.quiet)
+    agentic_results = ablation = None
+    if agentic_cases is not None:
+        agentic_results = _run_agentic(agentic_cases, responder, args)
+    if args.ablate_skill:
+        ablation = _ablate(cases, agentic_cases, responder, result, agentic_results, args, causes)
+    from distdoctor.evals.ablation import by_kind
+
+    kinds = by_kind(result, agentic_results)
     loop = None
-    if args.e2e:
+    if args.e2e and not args.no_loop:
         from distdoctor.evals import e2e
 
         try:
@@ -104,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         except e2e.ManifestError as exc:
             return _fail(str(exc))
 
-    text = report.render_text(result, loop)
+    text = report.render_text(result, loop, kinds=kinds, agentic=agentic_results, ablation=ablation)
     corpus_md = corpus_json = None
     if not args.no_corpus and isinstance(responder, responders.BuiltinResponder) and not args.cause \
             and Path(args.cases).resolve() == DEFAULT_CASES.resolve():
@@ -121,10 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(text, file=sys.stderr)
         out = result.to_json()
+        out["kinds"] = kinds
         if loop is not None:
             out["e2e"] = [r.to_json() for r in loop]
         if corpus_json is not None:
             out["corpus"] = corpus_json
+        if agentic_results is not None:
+            out["agentic"] = [r.to_json() for r in agentic_results]
+        if ablation is not None:
+            out["ablation"] = ablation
         print(json.dumps(out, indent=1))
     else:
         print(text)
@@ -132,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         command = "python evals/run_evals.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None
                                                                                     else sys.argv[1:]))
         try:
-            md = report.render_markdown(result, loop, command.strip())
+            md = report.render_markdown(result, loop, command.strip(), kinds=kinds, agentic=agentic_results,
+                                        ablation=ablation)
             _write_atomic(Path(args.results), md + ("\n" + corpus_md if corpus_md else ""))
         except OSError as exc:
             return _fail(f"cannot write {args.results}: {exc.strerror or exc}")
@@ -148,6 +202,40 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         status = 1
     return status
+
+
+def _run_agentic(cases, responder, args, with_skill: bool = True) -> list:
+    """The agentic cases, answered by the built-in tools (no skill to install) or by the agent."""
+    from distdoctor.evals import agentic
+
+    from distdoctor.evals.responders import BuiltinResponder
+
+    if isinstance(responder, BuiltinResponder):
+        responder = agentic.BuiltinTools()
+    elif not hasattr(responder, "respond"):  # recorded answers cannot work in a workspace
+        return [agentic.AgenticResult(c.id, c.kind, "skipped", {}, {}, "recorded answers cannot work in a "
+                                      "workspace", None, 0.0, [c.kind]) for c in cases]
+    layout = getattr(responder, "skill_layout", None) or ("generic" if hasattr(responder, "argv") else None)
+    return agentic.run_all(cases, responder, layout if with_skill else None, progress=not args.quiet, jobs=args.jobs)
+
+
+def _ablate(cases, agentic_cases, responder, with_score, with_agentic, args, causes) -> dict:
+    """Run everything again with the skill absent; compare per kind and per case."""
+    from distdoctor.evals import ablation, scoring
+
+    import copy
+
+    responder.with_skill = True
+    absent = copy.copy(responder)
+    absent.with_skill = False
+    if not args.quiet:
+        print("[evals] again, without the skill", file=sys.stderr, flush=True)
+    without_score = scoring.score(cases, absent, jobs=args.jobs, causes=causes, progress=not args.quiet)
+    without_agentic = _run_agentic(agentic_cases or [], absent, args, with_skill=False)
+    out = ablation.compare(ablation.outcomes(with_score, with_agentic), ablation.outcomes(without_score, without_agentic))
+    out["responder"] = responder.name
+    out["without"] = {"kinds": ablation.by_kind(without_score, without_agentic)}
+    return out
 
 
 def _causes() -> set[str] | None:

@@ -16,7 +16,8 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
 
-def render_text(score: Score, loop: list[LoopResult] | None = None, confusions: int = 15) -> str:
+def render_text(score: Score, loop: list[LoopResult] | None = None, confusions: int = 15, kinds: dict | None = None,
+                agentic: list | None = None, ablation: dict | None = None) -> str:
     lines = [f"responder: {score.responder}", f"cases: {score.n}   top-1: {_pct(score.top1)}   "
              f"top-3: {_pct(score.top3)}   patch: {_pct(score.patch_accuracy)}   ({score.seconds:.1f}s)", "",
              f"{'cause':<28} {'n':>3} {'top-1':>7} {'top-3':>7}"]
@@ -31,7 +32,74 @@ def render_text(score: Score, loop: list[LoopResult] | None = None, confusions: 
             lines.append(f"  ... {len(conf) - confusions} more pairs (see --json)")
     if loop:
         lines += ["", render_loop_text(loop)]
+    if agentic:
+        lines += ["", "agentic cases:"]
+        for a in agentic:
+            lines.append(f"  [{a.status.upper()}] {a.id} ({a.kind}, {a.seconds:.1f}s) {_clip(a.detail, 220)}")
+    if kinds:
+        lines += ["", "by kind:", f"  {'kind':<10} {'cases':>5} {'ran':>4} {'passed':>6} {'score':>7} {'skipped':>7}"]
+        for k, d in kinds.items():
+            lines.append(f"  {k:<10} {d['n']:>5} {d['ran']:>4} {d['passed']:>6} {_pct(d['rate']):>7} {d['skipped']:>7}")
+    if ablation:
+        lines += ["", render_ablation_text(ablation)]
     return "\n".join(lines)
+
+
+KIND_WORDS = {"short_log": "short log (evals/cases.jsonl)", "words": "words only (evals/cases.jsonl)",
+              "large_log": "large log (8-64 ranks, >= 100 MB)", "hang": "live hung job", "fix": "fix the repo, rerun"}
+
+
+def render_ablation_text(ab: dict) -> str:
+    lines = [f"with and without the skill ({ab.get('responder', '')}):",
+             f"  {'kind':<10} {'cases':>5} {'with':>8} {'without':>8} {'lift':>8}"]
+    for k, d in ab["kinds"].items():
+        lift = "n/a" if d["lift"] is None else f"{d['lift'] * 100:+.1f}pt"
+        lines.append(f"  {k:<10} {d['n']:>5} {_pct(d['with_rate']):>8} {_pct(d['without_rate']):>8} {lift:>8}")
+    for c in ab["cases"][:40]:
+        lines.append(f"  {c['change']:<6} {c['id']} ({c['kind']}): with -> {_clip(c['with_answer'], 60)}; "
+                     f"without -> {_clip(c['without_answer'], 60)}")
+    return "\n".join(lines)
+
+
+def _kinds_markdown(kinds: dict) -> list[str]:
+    md = ["", "## By kind", "",
+          "Every responder gets these columns (the built-in tools here; an agent with `--agent-cmd` or `--agent`). "
+          "Short-log and word cases score the first cause named; a large log also needs the first failing rank "
+          "where the case knows it; a hang needs the cause, the odd rank(s) and the line they are stuck on; a fix "
+          "passes when the rerun finishes on every rank with equal checksums and only the expected files changed.",
+          "", "| kind | cases | ran | passed | score | skipped | seconds |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for k, d in kinds.items():
+        md.append(f"| {KIND_WORDS.get(k, k)} | {d['n']} | {d['ran']} | {d['passed']} | **{_pct(d['rate'])}** | "
+                  f"{d['skipped']} | {d['seconds']} |")
+    return md
+
+
+def _agentic_markdown(agentic: list) -> list[str]:
+    md = ["", "## Agentic cases (evals/agentic/)", "",
+          "| case | kind | result | checks | detail |", "|---|---|---|---|---|"]
+    for a in agentic:
+        checks = ", ".join(f"{k} {'✔' if v else '✘'}" for k, v in a.checks.items() if v is not None)
+        md.append(f"| {a.id} | {a.kind} | **{a.status}** | {checks} | {_md(_clip(a.detail, 300))} |")
+    return md
+
+
+def _ablation_markdown(ab: dict) -> list[str]:
+    md = ["", "## With and without the skill (`--ablate-skill`)", "",
+          f"Responder: {_md(ab.get('responder', ''))}. Every case ran twice in a fresh workspace: once with the "
+          "skill installed there (and `DISTDOCTOR_SKILL` set), once without either.", "",
+          "| kind | cases | with the skill | without | lift |", "|---|---:|---:|---:|---:|"]
+    for k, d in ab["kinds"].items():
+        lift = "n/a" if d["lift"] is None else f"{d['lift'] * 100:+.1f} pt"
+        md.append(f"| {KIND_WORDS.get(k, k)} | {d['n']} | {_pct(d['with_rate'])} | {_pct(d['without_rate'])} | "
+                  f"**{lift}** |")
+    if ab["cases"]:
+        md += ["", "| case | kind | change | with the skill | without |", "|---|---|---|---|---|"]
+        for c in ab["cases"]:
+            md.append(f"| {c['id']} | {c['kind']} | {c['change']} | {_md(_clip(c['with_answer'], 80))} | "
+                      f"{_md(_clip(c['without_answer'], 80))} |")
+    else:
+        md += ["", "No case's outcome or answer differs."]
+    return md
 
 
 def render_loop_text(loop: list[LoopResult]) -> str:
@@ -56,7 +124,8 @@ def _md(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(score: Score, loop: list[LoopResult] | None = None, command: str = "") -> str:
+def render_markdown(score: Score, loop: list[LoopResult] | None = None, command: str = "", kinds: dict | None = None,
+                    agentic: list | None = None, ablation: dict | None = None) -> str:
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     md = ["# distdoctor eval results", "",
           f"Generated {now} by `{command or 'python evals/run_evals.py'}`.", "",
@@ -64,8 +133,10 @@ def render_markdown(score: Score, loop: list[LoopResult] | None = None, command:
           "| measure | value |", "|---|---|",
           f"| top-1 (first cause named is the expected one) | **{_pct(score.top1)}** |",
           f"| top-3 (expected cause among the first three) | **{_pct(score.top3)}** |",
-          f"| patch named right (cases that have a patch) | {_pct(score.patch_accuracy)} |", "",
-          "## Per cause", "", "| cause | cases | top-1 | top-3 |", "|---|---:|---:|---:|"]
+          f"| patch named right (cases that have a patch) | {_pct(score.patch_accuracy)} |"]
+    if kinds:
+        md += _kinds_markdown(kinds)
+    md += ["", "## Per cause", "", "| cause | cases | top-1 | top-3 |", "|---|---:|---:|---:|"]
     for cause, d in score.per_cause().items():
         md.append(f"| `{cause}` | {d['n']} | {d['top1_hits']}/{d['n']} ({_pct(d['top1'])}) | "
                   f"{d['top3_hits']}/{d['n']} ({_pct(d['top3'])}) |")
@@ -101,6 +172,10 @@ def render_markdown(score: Score, loop: list[LoopResult] | None = None, command:
                      for s in r.steps}
             md.append(f"| `{r.program}` | `{r.cause}` | **{r.status}** | " +
                       " | ".join(cells.get(k, "") for k in ("run", "diagnose", "patch", "rerun")) + " |")
+    if agentic:
+        md += _agentic_markdown(agentic)
+    if ablation:
+        md += _ablation_markdown(ablation)
     md += ["", "## Every case", "", "| case | origin | expected | answered | top-3 | ok |", "|---|---|---|---|---|---|"]
     for r in score.results:
         got = r.got or f"(none: {r.reason})"

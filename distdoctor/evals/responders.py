@@ -34,6 +34,8 @@ class Answer:
     patch: str | None = None
     first_failure_rank: int | None = None
     error: str | None = None  # why there is no usable answer
+    odd_ranks: list[int] | None = None  # hang: the ranks not where the others are
+    location: dict | None = None  # hang: {"file", "line"} the odd ranks are stuck on
     seconds: float = 0.0
     raw: str = ""
 
@@ -107,7 +109,26 @@ def answer_from_dict(obj: dict) -> Answer:
     if patch is not None and not isinstance(patch, str):
         patch = None
     ffr = _as_rank(obj.get("first_failure_rank", obj.get("first_failure")))
-    return Answer(cause.strip(), ranked, patch, ffr)
+    return Answer(cause.strip(), ranked, patch, ffr, odd_ranks=_as_ranks(obj.get("odd_ranks")),
+                  location=_as_location(obj.get("location")))
+
+
+def _as_ranks(v: object) -> list[int] | None:
+    if not isinstance(v, list):
+        return None
+    ranks = [_as_rank(x) for x in v]
+    return [r for r in ranks if r is not None]
+
+
+def _as_location(v: object) -> dict | None:
+    """{"file", "line"} from a dict or a "file:line" string."""
+    if isinstance(v, str) and ":" in v:
+        f, _, line = v.rpartition(":")
+        v = {"file": f, "line": line}
+    if not isinstance(v, dict) or not isinstance(v.get("file"), str):
+        return None
+    line = _as_rank(v.get("line"))
+    return {"file": v["file"], "line": line} if line is not None else None
 
 
 def parse_agent_output(text: str) -> Answer:
@@ -190,9 +211,15 @@ def answer_from_diagnosis(result: dict) -> Answer:
 
 class AgentResponder:
     """Run CMD once per case: argv from shlex.split (never a shell), the case JSON on stdin,
-    DISTDOCTOR_SKILL=<abs path of SKILL.md> in the environment, a timeout that kills its process group."""
+    DISTDOCTOR_SKILL=<abs path of SKILL.md> in the environment, a timeout that kills its process group.
 
-    def __init__(self, cmd: str, timeout: float = 120.0, skill: Path = paths.SKILL, cwd: Path | None = None):
+    With `skill_layout` set (an --ablate-skill run), every case runs in a fresh workspace of its own
+    (logs/console.log and the per-rank files, cwd there): `skill_layout` names where the skill is
+    installed in it (distdoctor.evals.agentic.SKILL_DIRS); `with_skill=False` installs nothing and
+    leaves DISTDOCTOR_SKILL unset."""
+
+    def __init__(self, cmd: str, timeout: float = 120.0, skill: Path = paths.SKILL, cwd: Path | None = None,
+                 skill_layout: str | None = None, with_skill: bool = True):
         self.argv = shlex.split(cmd)
         if not self.argv:
             raise ValueError("--agent-cmd is empty")
@@ -200,14 +227,55 @@ class AgentResponder:
         self.timeout = timeout
         self.skill = Path(skill).resolve()
         self.cwd = cwd
+        self.skill_layout = skill_layout
+        self.with_skill = with_skill
+
+    # what a preset changes: the command line for one payload, and how its stdout is read
+    def command(self, payload: dict) -> tuple[list[str], str]:
+        """(argv, stdin text) for one case."""
+        return self.argv, json.dumps(payload)
+
+    def parse(self, text: str) -> Answer:
+        return parse_agent_output(text)
 
     def answer(self, case: Case) -> Answer:
-        env = {**os.environ, "DISTDOCTOR_SKILL": str(self.skill), "DISTDOCTOR_CASE_ID": case.id}
-        stdin = json.dumps(case.payload())
+        if self.skill_layout is None:
+            return self.run(case.payload(), self.cwd, self.skill, case.id)
+        import tempfile
+
+        from distdoctor.evals.agentic import install_skill
+
+        with tempfile.TemporaryDirectory(prefix=f"distdoctor-case-{case.id}-") as tmp:
+            ws = Path(tmp) / "ws"
+            (ws / "logs").mkdir(parents=True)
+            (ws / "logs" / "console.log").write_text(case.log, encoding="utf-8")
+            for rel, text in case.files:
+                (ws / "logs" / rel).parent.mkdir(parents=True, exist_ok=True)
+                (ws / "logs" / rel).write_text(text, encoding="utf-8")
+            skill = install_skill(ws, self.skill_layout) if self.with_skill else None
+            return self.run(case.payload(), ws, skill, case.id)
+
+    def respond(self, case, ws) -> Answer:
+        """An agentic case (distdoctor.evals.agentic): the same command, in the case's workspace."""
+        from distdoctor.evals.agentic import cause_titles, payload
+
+        return self.run(payload(case, ws, cause_titles()), ws.root, ws.skill, case.id)
+
+    def run(self, payload: dict, cwd: Path | None, skill: Path | None, case_id: str) -> Answer:
+        env = {k: v for k, v in os.environ.items() if k != "DISTDOCTOR_SKILL"}
+        env["DISTDOCTOR_CASE_ID"] = case_id
+        if skill is not None:
+            env["DISTDOCTOR_SKILL"] = str(skill)
+        if self.skill_layout is not None and not self.with_skill:
+            # the skill is absent: this checkout must not reach the agent through the import path either
+            kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                    if p and Path(p).resolve() != paths.ROOT.resolve()]
+            env["PYTHONPATH"] = os.pathsep.join(kept)
+        argv, stdin = self.command(payload)
         t0 = time.monotonic()
         try:
-            proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=env, cwd=self.cwd, start_new_session=True)
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True)
         except OSError as exc:
             return Answer(None, error=f"agent could not start: {exc}", seconds=time.monotonic() - t0)
         try:
@@ -221,7 +289,7 @@ class AgentResponder:
             tail = " ".join(err.decode("utf-8", errors="replace").split())[-160:]
             return Answer(None, error=f"agent exited with status {proc.returncode}: {tail}", seconds=dt,
                           raw=text[-2000:])
-        ans = parse_agent_output(text)
+        ans = self.parse(text)
         ans.seconds, ans.raw = dt, text[-2000:]
         return ans
 

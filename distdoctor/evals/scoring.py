@@ -26,6 +26,7 @@ class CaseResult:
     seconds: float
     origin: str
     tags: list[str] = field(default_factory=list)
+    kind: str = "short_log"  # short_log | words (the kinds of distdoctor.evals.agentic.KINDS a log case has)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -105,7 +106,8 @@ def score_case(case: Case, ans: Answer, causes: set[str] | None = None) -> CaseR
     return CaseResult(id=case.id, expected_cause=case.expected_cause, expected_patch=case.expected_patch,
                       got=got, top3=top3, top1_ok=got == case.expected_cause,
                       top3_ok=case.expected_cause in top3, patch_ok=patch_ok, reason=reason,
-                      seconds=round(ans.seconds, 3), origin=case.origin, tags=list(case.tags))
+                      seconds=round(ans.seconds, 3), origin=case.origin, tags=list(case.tags),
+                      kind="short_log" if case.log.strip() else "words")
 
 
 def _safe_answer(responder: Responder, case: Case) -> Answer:
