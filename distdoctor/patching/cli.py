@@ -42,7 +42,7 @@ def _split(value: str | None) -> list[str]:
 
 
 def _list(as_json: bool) -> int:
-    import patches
+    patches = paths.patch_registry()
 
     rows = [{"id": mod.PATCH.id, "cause": mod.PATCH.cause, "title": mod.PATCH.title, "risk": mod.PATCH.risk,
              "env_var": mod.PATCH.env_var} for mod in patches.all_patches()]
@@ -57,7 +57,7 @@ def _list(as_json: bool) -> int:
 
 
 def _select(only: list[str], skip: list[str]) -> list[str]:
-    import patches
+    patches = paths.patch_registry()
 
     known = patches.ids()
     unknown = [i for i in only + skip if i not in known]
