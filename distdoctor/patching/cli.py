@@ -6,9 +6,12 @@ import argparse
 import json
 import os
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from distdoctor.patching.engine import FileOutcome, _stderr_progress, patch_paths
+from distdoctor import paths
+
+if TYPE_CHECKING:  # the engine (libcst) is imported only when there is work: --help needs no third-party module
+    from distdoctor.patching.engine import FileOutcome
 
 EXIT_OK, EXIT_CHANGES, EXIT_USAGE = 0, 1, 2
 
@@ -116,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, ImportError) as exc:
         print(f"patch_backend.py: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from distdoctor.patching.engine import _stderr_progress, patch_paths
+
     write = not (args.dry_run or args.check)
     progress = None if (args.quiet or args.json) else _stderr_progress
     skipped_tests: list[str] = []
