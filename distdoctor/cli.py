@@ -67,15 +67,15 @@ def missing_modules(tool: Tool) -> list[str]:
     return [name for name in tool.needs if importlib.util.find_spec(name) is None]
 
 
-def missing_message(prog: str, tool: Tool, missing: list[str], as_script: bool) -> str:
-    """One line: what is missing and the command that installs it."""
+def missing_message(prog: str, tool: Tool, missing: list[str], script: str | None = None) -> str:
+    """One line: what is missing and the command that installs it (`script`: the path it was run as)."""
     what = ", ".join(f"{DISTRIBUTIONS[m]} (import {m})" for m in missing)
     if tool.in_job:
         return (f"{prog}: missing {what}; run it with the training job's own Python, the one that has torch "
-                f"(torchrun {tool.script} ...)")
+                f"(torchrun {script or tool.script} ...)")
     install = f"{sys.executable} -m pip install {' '.join(tool.distributions())}"
-    if as_script:
-        return f"{prog}: missing {what}; run it as `uv run {tool.script} ...` or install them: {install}"
+    if script:
+        return f"{prog}: missing {what}; run it as `uv run {script} ...` or install them: {install}"
     return f"{prog}: missing {what}; install them: {install}"
 
 
@@ -92,13 +92,13 @@ def load(tool: Tool) -> Callable[[list[str]], int]:
     return getattr(module, function)
 
 
-def run_tool(name: str, argv: Sequence[str], prog: str, as_script: bool = False) -> int:
+def run_tool(name: str, argv: Sequence[str], prog: str, script: str | None = None) -> int:
     tool = TOOLS[name]
     argv = list(argv)
     if not _wants_help(argv):
         missing = missing_modules(tool)
         if missing:
-            print(missing_message(prog, tool, missing, as_script), file=sys.stderr)
+            print(missing_message(prog, tool, missing, script), file=sys.stderr)
             return EXIT_USAGE
     try:
         entry = load(tool)
@@ -115,7 +115,7 @@ def run_tool(name: str, argv: Sequence[str], prog: str, as_script: bool = False)
 
 def run_script(name: str) -> int:
     """Entry of a skill script (scripts/<file>.py): the tool, named as the script, with the script's arguments."""
-    return run_tool(name, sys.argv[1:], TOOLS[name].script.rsplit("/", 1)[-1], as_script=True)
+    return run_tool(name, sys.argv[1:], TOOLS[name].script.rsplit("/", 1)[-1], script=sys.argv[0])
 
 
 def usage() -> str:
