@@ -59,3 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     if result.get("input_error"):
         return 2
     return 0 if result["causes"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -136,3 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check and any(o.changes for o in outcomes):
         return EXIT_CHANGES
     return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Packaging checks on a fresh machine (called by .ci/run; about 3 minutes; needs PyPI and npm):
+#   1. the Agent Skills validator (skills-ref: `agentskills validate`) on a copy named distdoctor
+#   2. wheel + sdist (the wheel built from the sdist) installed in a clean venv WITHOUT torch and run from
+#      another folder; `pipx install` and `uvx --from` of the checkout
+#   3. a torch-only venv: the skill's scripts through `uv run` (and without uv: one line, exit 2), the probe
+#      under torchrun with the job's interpreter; the skill folder must be left byte-for-byte unchanged
+#   4. `claude plugin validate --strict` of the plugin and the marketplace, and the plugin installed from the
+#      marketplace lists the root skill and the slash commands
+# Works on a copy of the tracked and untracked-but-not-ignored files; writes only under a temporary folder.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+PY=${PYTHON:-python3}
+WORK=$(mktemp -d /tmp/distdoctor-pkg.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+step() { printf '\n[package] %s\n' "$*"; }
+fail() { printf '\n[package] FAILED: %s\n' "$*" >&2; exit 1; }
+trap 'rc=$?; [ $rc -eq 0 ] || printf "\n[package] FAILED (exit %s) at line %s: %s\n" "$rc" "$LINENO" "$BASH_COMMAND" >&2' ERR
+START=$SECONDS
+LOG_NAME=field_nanogpt_dynamo_py312.log   # a real log (tests/data/logs), its cause: compile_toolchain
+
+step "copy of the skill folder (git ls-files) -> $WORK/skill/distdoctor"
+mkdir -p "$WORK/skill/distdoctor" "$WORK/elsewhere"
+git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
+  [ -e "$f" ] && printf '%s\0' "$f"; done | xargs -0 cp --parents -t "$WORK/skill/distdoctor"
+SKILL="$WORK/skill/distdoctor"
+cp "tests/data/logs/$LOG_NAME" "$WORK/elsewhere/job.log"
+LOG="$WORK/elsewhere/job.log"
+
+step "tools: uv, pipx, skills-ref, build (PyPI); claude (npm)"
+"$PY" -m venv "$WORK/tools"
+"$WORK/tools/bin/pip" install -q uv pipx skills-ref build 2>&1 | grep -v '^WARNING: Location' || true
+TOOLS="$WORK/tools/bin"
+if ! command -v claude >/dev/null; then
+  npm install -q --prefix "$WORK/npm" @anthropic-ai/claude-code >/dev/null 2>&1 || fail "npm install @anthropic-ai/claude-code"
+  export PATH="$WORK/npm/node_modules/.bin:$PATH"
+fi
+export UV_PYTHON_DOWNLOADS=never   # uv uses the interpreters that are here, never downloads one
+snapshot() { (cd "$SKILL" && find . -printf '%p %s %T@ %m\n' | sort); }
+snapshot > "$WORK/skill.before"
+
+step "1. agentskills validate (folder named distdoctor)"
+"$TOOLS/agentskills" validate "$SKILL"
+
+step "2. wheel and sdist; the wheel installed without torch, run from another folder"
+"$TOOLS/pyproject-build" -q --outdir "$WORK/dist" "$SKILL" >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; fail "build"; }
+if grep -iE "deprecat|SetuptoolsWarning|license.*(table|classifier)" "$WORK/build.log"; then fail "the build warns"; fi
+WHEEL=$(ls "$WORK"/dist/*.whl)
+"$PY" - "$WHEEL" <<'EOF'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+tops = {n.split("/")[0] for n in names}
+assert tops == {"distdoctor", "distdoctor-0.1.0.dist-info"}, f"top-level names in the wheel: {sorted(tops)}"
+for need in ("distdoctor/SKILL.md", "distdoctor/references/taxonomy.yaml", "distdoctor/patches/__init__.py",
+             "distdoctor/patches/gloo_backend.py", "distdoctor/profiles/local.md",
+             "distdoctor/schemas/entry.schema.json", "distdoctor/cli.py"):
+    assert need in names, f"{need} is not in the wheel"
+meta = zipfile.ZipFile(sys.argv[1]).read("distdoctor-0.1.0.dist-info/METADATA").decode()
+assert "License-Expression: MIT" in meta, "no License-Expression: MIT in METADATA"
+print(f"wheel: {len(names)} files, top-level {sorted(tops)}")
+EOF
+"$PY" -m venv "$WORK/wheelenv"
+"$WORK/wheelenv/bin/pip" install -q "$WHEEL" 2>&1 | grep -v '^WARNING: Location' || true
+cd "$WORK/elsewhere"
+if "$WORK/wheelenv/bin/python" -c "import torch" 2>/dev/null; then fail "the wheel's venv has torch"; fi
+"$WORK/wheelenv/bin/distdoctor" diagnose "$LOG" --json >"$WORK/diag.json"
+grep -q '"id": "compile_toolchain"' "$WORK/diag.json" || fail "distdoctor diagnose did not name compile_toolchain"
+"$WORK/wheelenv/bin/distdoctor" patch --list | grep -q '^gloo_backend ' || fail "distdoctor patch --list"
+"$WORK/wheelenv/bin/distdoctor" validate
+"$WORK/wheelenv/bin/python" -m distdoctor launch --profile local --nproc-per-node 2 train.py | grep -q "nproc_per_node=2"
+"$WORK/wheelenv/bin/python" -c "from distdoctor.diagnose import diagnose_text; import sys
+r = diagnose_text(open(sys.argv[1]).read()); assert r['causes'][0]['id'] == 'compile_toolchain', r['causes'][:1]" "$LOG"
+"$WORK/wheelenv/bin/python" -c "import patches" 2>/dev/null && fail "a top-level 'patches' module is installed"
+ls "$WORK"/wheelenv/lib/python3*/site-packages/distdoctor/SKILL.md >/dev/null
+
+step "2b. pipx install and uvx --from (the checkout copy)"
+PIPX_HOME="$WORK/pipx" PIPX_BIN_DIR="$WORK/pipx/bin" "$TOOLS/pipx" install -q "$SKILL" >/dev/null
+"$WORK/pipx/bin/distdoctor" diagnose "$LOG" | grep -q "compile_toolchain" || fail "pipx-installed distdoctor diagnose"
+"$TOOLS/uvx" --quiet --from "$SKILL" distdoctor diagnose "$LOG" | grep -q "compile_toolchain" || fail "uvx --from . distdoctor"
+
+step "3. torch-only venv: the skill's scripts through uv run, from another folder and from the skill folder"
+"$PY" -m venv "$WORK/torchenv"
+"$WORK/torchenv/bin/pip" install -q torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
+"$WORK/torchenv/bin/python" -c "import torch" || fail "torch-only venv has no torch"
+# snapshot again: building the wheel from the copy left build/ and *.egg-info there; the scripts must add nothing
+snapshot > "$WORK/skill.before"
+(
+  export VIRTUAL_ENV="$WORK/torchenv" PATH="$WORK/torchenv/bin:$PATH"
+  unset PYTHONDONTWRITEBYTECODE   # the scripts themselves must not write __pycache__ into the folder
+  UV="$TOOLS/uv"
+  if python -c "import yaml" 2>/dev/null; then fail "the torch-only venv has pyyaml"; fi
+  "$UV" run --quiet "$SKILL/scripts/diagnose.py" "$LOG" --json | grep -q '"id": "compile_toolchain"' \
+    || fail "uv run scripts/diagnose.py"
+  "$UV" run --quiet "$SKILL/scripts/patch_backend.py" --list | grep -q "^gloo_backend " || fail "uv run patch_backend.py --list"
+  cp -r "$REPO/examples/broken_ddp" "$WORK/elsewhere/repo"
+  "$UV" run --quiet "$SKILL/scripts/patch_backend.py" "$WORK/elsewhere/repo" --dry-run --quiet | grep -q "gloo_backend" \
+    || fail "uv run patch_backend.py REPO --dry-run"
+  "$UV" run --quiet "$SKILL/scripts/launch.py" --profile local --nproc-per-node 2 train.py | grep -q "torchrun"
+  "$UV" run --quiet "$SKILL/scripts/validate_kb.py"
+  "$UV" run --quiet "$SKILL/scripts/dump_stacks.py" --list || [ $? -eq 3 ]   # 3: no rank process on this host
+  cd "$SKILL"   # from inside the skill folder too: uv must not make a project .venv or uv.lock there
+  "$UV" run --quiet scripts/diagnose.py "$LOG" | grep -q "compile_toolchain" || fail "uv run from the skill folder"
+  cd "$WORK/elsewhere"
+  # without uv and without the packages: one line naming them and the install command, exit 2; --help works
+  set +e; out=$(python "$SKILL/scripts/diagnose.py" "$LOG" 2>&1); rc=$?; set -e
+  [ "$rc" = 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && [[ "$out" == *"pip install pyyaml"* ]] \
+    || fail "diagnose.py without its packages: rc=$rc: $out"
+  python "$SKILL/scripts/diagnose.py" --help | grep -q "^usage: diagnose.py"
+  python "$SKILL/scripts/patch_backend.py" --help | grep -q "^usage: patch_backend.py"
+  # the probe runs inside the job: the job's interpreter (torch, nothing else) under torchrun
+  OMP_NUM_THREADS=1 timeout 120 torchrun --standalone --nproc_per_node=2 "$SKILL/scripts/probe.py" \
+    --expect-world-size 2 --timeout 60 >"$WORK/probe.out" 2>&1 || { cat "$WORK/probe.out"; fail "probe under torchrun"; }
+)
+snapshot > "$WORK/skill.after"
+diff "$WORK/skill.before" "$WORK/skill.after" || fail "running the scripts changed the skill folder (diff above)"
+
+step "4. Claude Code plugin: claude plugin validate --strict; installed from the marketplace"
+cd "$REPO"
+claude plugin validate --strict .claude-plugin/plugin.json
+claude plugin validate --strict .
+(
+  export HOME="$WORK/claude-home"; mkdir -p "$HOME"
+  claude plugin marketplace add "$SKILL" >/dev/null
+  claude plugin install distdoctor@distdoctor >/dev/null
+  claude plugin details distdoctor >"$WORK/details.txt"
+  grep -E "^ *Skills \([0-9]+\)" "$WORK/details.txt" | tr -d ',' | tr ' ' '\n' >"$WORK/skills.txt"
+  for s in distdoctor diagnose patch hang probe; do
+    grep -qx "$s" "$WORK/skills.txt" || { cat "$WORK/details.txt"; fail "plugin has no skill or command '$s'"; }
+  done
+)
+printf '\n[package] all checks passed in %ss\n' "$((SECONDS - START))"
