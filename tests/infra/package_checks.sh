@@ -14,7 +14,7 @@ REPO=$PWD
 PY=${PYTHON:-python3}
 WORK=$(mktemp -d /tmp/distdoctor-pkg.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-step() { printf '\n[package] %s\n' "$*"; }
+step() { printf "\n[package] +%ss %s\n" "$((SECONDS - START))" "$*"; }
 fail() { printf '\n[package] FAILED: %s\n' "$*" >&2; exit 1; }
 trap 'rc=$?; [ $rc -eq 0 ] || printf "\n[package] FAILED (exit %s) at line %s: %s\n" "$rc" "$LINENO" "$BASH_COMMAND" >&2' ERR
 START=$SECONDS
