@@ -69,11 +69,12 @@ def missing_modules(tool: Tool) -> list[str]:
 
 def missing_message(prog: str, tool: Tool, missing: list[str], script: str | None = None) -> str:
     """One line: what is missing and the command that installs it (`script`: the path it was run as)."""
-    what = ", ".join(f"{DISTRIBUTIONS[m]} (import {m})" for m in missing)
+    what = ", ".join(f"{DISTRIBUTIONS.get(m, m)} (import {m})" for m in missing)
     if tool.in_job:
         return (f"{prog}: missing {what}; run it with the training job's own Python, the one that has torch "
                 f"(torchrun {script or tool.script} ...)")
-    install = f"{sys.executable} -m pip install {' '.join(tool.distributions())}"
+    names = tool.distributions() + [DISTRIBUTIONS.get(m, m) for m in missing]
+    install = f"{sys.executable} -m pip install {' '.join(dict.fromkeys(names))}"
     if script:
         return f"{prog}: missing {what}; run it as `uv run {script} ...` or install them: {install}"
     return f"{prog}: missing {what}; install them: {install}"
@@ -104,6 +105,12 @@ def run_tool(name: str, argv: Sequence[str], prog: str, script: str | None = Non
         entry = load(tool)
     except Unavailable as exc:
         print(f"{prog}: not available in this version of distdoctor (no module {exc})", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as exc:  # a module the table does not list (or --help of a module that needs it)
+        top = (exc.name or "").partition(".")[0]
+        if not top or top == "distdoctor":
+            raise
+        print(missing_message(prog, tool, [top], script), file=sys.stderr)
         return EXIT_USAGE
     saved = sys.argv[0]
     sys.argv[0] = prog  # argparse's default prog

@@ -67,11 +67,17 @@ def test_tools_built_elsewhere_are_registered_lazily(name):
         assert out.returncode == 0 and "usage:" in out.stdout
 
 
-def test_a_missing_dependency_inside_a_present_module_is_not_called_unavailable(tmp_path, monkeypatch):
+def test_a_missing_dependency_inside_a_present_module_is_named_not_called_unavailable(tmp_path, monkeypatch, capsys):
     (tmp_path / "tool_with_missing_dep.py").write_text("import no_such_dependency_xyz\n\ndef main(argv):\n    return 0\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    tool = cli.Tool("tool_with_missing_dep:main", "a tool", "scripts/x.py", ("yaml",))
     with pytest.raises(ModuleNotFoundError, match="no_such_dependency_xyz"):
-        cli.load(cli.Tool("tool_with_missing_dep:main", "", "scripts/x.py"))
+        cli.load(tool)
+    monkeypatch.setitem(cli.TOOLS, "x", tool)
+    assert cli.main(["x", "--help"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing no_such_dependency_xyz (import no_such_dependency_xyz)" in err
+    assert err.rstrip().endswith("-m pip install pyyaml no_such_dependency_xyz")
 
 
 @pytest.mark.parametrize("name", sorted(PRESENT))
