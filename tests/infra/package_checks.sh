@@ -117,13 +117,13 @@ diff "$WORK/skill.before" "$WORK/skill.after" || fail "running the scripts chang
 
 step "4. Claude Code plugin: claude plugin validate --strict; installed from the marketplace"
 cd "$REPO"
-claude plugin validate --strict .claude-plugin/plugin.json
-claude plugin validate --strict .
 (
-  export HOME="$WORK/claude-home"; mkdir -p "$HOME"
-  claude plugin marketplace add "$SKILL" >/dev/null
-  claude plugin install distdoctor@distdoctor >/dev/null
-  claude plugin details distdoctor >"$WORK/details.txt"
+  export HOME="$WORK/claude-home"; mkdir -p "$HOME"   # claude writes its settings here, not in the real home
+  claude plugin validate --strict .claude-plugin/plugin.json </dev/null
+  claude plugin validate --strict . </dev/null
+  claude plugin marketplace add "$SKILL" </dev/null >/dev/null
+  claude plugin install distdoctor@distdoctor </dev/null >/dev/null
+  claude plugin details distdoctor </dev/null >"$WORK/details.txt"
   grep -E "^ *Skills \([0-9]+\)" "$WORK/details.txt" | tr -d ',' | tr ' ' '\n' >"$WORK/skills.txt"
   for s in distdoctor diagnose patch hang probe; do
     grep -qx "$s" "$WORK/skills.txt" || { cat "$WORK/details.txt"; fail "plugin has no skill or command '$s'"; }
