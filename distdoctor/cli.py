@@ -101,21 +101,20 @@ def run_tool(name: str, argv: Sequence[str], prog: str, script: str | None = Non
         if missing:
             print(missing_message(prog, tool, missing, script), file=sys.stderr)
             return EXIT_USAGE
+    saved = sys.argv[0]
     try:
         entry = load(tool)
+        sys.argv[0] = prog  # argparse's default prog
+        return entry(argv)
     except Unavailable as exc:
         print(f"{prog}: not available in this version of distdoctor (no module {exc})", file=sys.stderr)
         return EXIT_USAGE
-    except ModuleNotFoundError as exc:  # a module the table does not list (or --help of a module that needs it)
+    except ModuleNotFoundError as exc:  # one the table does not list, or needed by --help (launch --profile X --help)
         top = (exc.name or "").partition(".")[0]
         if not top or top == "distdoctor":
             raise
         print(missing_message(prog, tool, [top], script), file=sys.stderr)
         return EXIT_USAGE
-    saved = sys.argv[0]
-    sys.argv[0] = prog  # argparse's default prog
-    try:
-        return entry(argv)
     finally:
         sys.argv[0] = saved
 

@@ -133,3 +133,9 @@ def test_patch_registry_is_distdoctor_patches_in_the_checkout():
     assert Path(registry.__file__).resolve() == (ROOT / "patches" / "__init__.py").resolve()
     assert paths.patch_module("gloo_backend").PATCH.id == "gloo_backend"
     assert "patches" not in sys.modules or sys.modules["patches"] is not registry
+
+
+def test_help_that_needs_a_package_is_one_line_too():
+    out = run(str(SCRIPTS["launch"]), "--profile", "local", "--help", stdlib_only=True)  # profile options: yaml
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1
+    assert out.stderr.startswith("launch.py: missing pyyaml (import yaml)")
