@@ -20,11 +20,14 @@ trap 'rc=$?; [ $rc -eq 0 ] || printf "\n[package] FAILED (exit %s) at line %s: %
 START=$SECONDS
 LOG_NAME=field_nanogpt_dynamo_py312.log   # a real log (tests/data/logs), its cause: compile_toolchain
 
-step "copy of the skill folder (git ls-files) -> $WORK/skill/distdoctor"
-mkdir -p "$WORK/skill/distdoctor" "$WORK/elsewhere"
+step "copies of the checkout (git ls-files): the skill folder $WORK/skill/distdoctor, and $WORK/src to build from"
+mkdir -p "$WORK/skill/distdoctor" "$WORK/src" "$WORK/elsewhere"
 git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
-  [ -e "$f" ] && printf '%s\0' "$f"; done | xargs -0 cp --parents -t "$WORK/skill/distdoctor"
+  [ -e "$f" ] && printf '%s\0' "$f"; done >"$WORK/files"
+xargs -0 cp --parents -t "$WORK/skill/distdoctor" <"$WORK/files"
+xargs -0 cp --parents -t "$WORK/src" <"$WORK/files"   # building writes build/ and *.egg-info into its source
 SKILL="$WORK/skill/distdoctor"
+SRC="$WORK/src"
 cp "tests/data/logs/$LOG_NAME" "$WORK/elsewhere/job.log"
 LOG="$WORK/elsewhere/job.log"
 
@@ -44,19 +47,20 @@ step "1. agentskills validate (folder named distdoctor)"
 "$TOOLS/agentskills" validate "$SKILL"
 
 step "2. wheel and sdist; the wheel installed without torch, run from another folder"
-"$TOOLS/pyproject-build" -q --outdir "$WORK/dist" "$SKILL" >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; fail "build"; }
+"$TOOLS/pyproject-build" -q --outdir "$WORK/dist" "$SRC" >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; fail "build"; }
 if grep -iE "deprecat|SetuptoolsWarning|license.*(table|classifier)" "$WORK/build.log"; then fail "the build warns"; fi
 WHEEL=$(ls "$WORK"/dist/*.whl)
 "$PY" - "$WHEEL" <<'EOF'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
+info = "-".join(sys.argv[1].rsplit("/", 1)[-1].split("-")[:2]) + ".dist-info"   # distdoctor-<version>.dist-info
 tops = {n.split("/")[0] for n in names}
-assert tops == {"distdoctor", "distdoctor-0.1.0.dist-info"}, f"top-level names in the wheel: {sorted(tops)}"
+assert tops == {"distdoctor", info}, f"top-level names in the wheel: {sorted(tops)}"
 for need in ("distdoctor/SKILL.md", "distdoctor/references/taxonomy.yaml", "distdoctor/patches/__init__.py",
              "distdoctor/patches/gloo_backend.py", "distdoctor/profiles/local.md",
              "distdoctor/schemas/entry.schema.json", "distdoctor/cli.py"):
     assert need in names, f"{need} is not in the wheel"
-meta = zipfile.ZipFile(sys.argv[1]).read("distdoctor-0.1.0.dist-info/METADATA").decode()
+meta = zipfile.ZipFile(sys.argv[1]).read(f"{info}/METADATA").decode()
 assert "License-Expression: MIT" in meta, "no License-Expression: MIT in METADATA"
 print(f"wheel: {len(names)} files, top-level {sorted(tops)}")
 EOF
@@ -74,17 +78,15 @@ r = diagnose_text(open(sys.argv[1]).read()); assert r['causes'][0]['id'] == 'com
 "$WORK/wheelenv/bin/python" -c "import patches" 2>/dev/null && fail "a top-level 'patches' module is installed"
 ls "$WORK"/wheelenv/lib/python3*/site-packages/distdoctor/SKILL.md >/dev/null
 
-step "2b. pipx install and uvx --from (the checkout copy)"
-PIPX_HOME="$WORK/pipx" PIPX_BIN_DIR="$WORK/pipx/bin" "$TOOLS/pipx" install -q "$SKILL" >/dev/null
+step "2b. pipx install and uvx --from (a copy of the checkout)"
+PIPX_HOME="$WORK/pipx" PIPX_BIN_DIR="$WORK/pipx/bin" "$TOOLS/pipx" install -q "$SRC" >/dev/null
 "$WORK/pipx/bin/distdoctor" diagnose "$LOG" | grep -q "compile_toolchain" || fail "pipx-installed distdoctor diagnose"
-"$TOOLS/uvx" --quiet --from "$SKILL" distdoctor diagnose "$LOG" | grep -q "compile_toolchain" || fail "uvx --from . distdoctor"
+"$TOOLS/uvx" --quiet --from "$SRC" distdoctor diagnose "$LOG" | grep -q "compile_toolchain" || fail "uvx --from . distdoctor"
 
 step "3. torch-only venv: the skill's scripts through uv run, from another folder and from the skill folder"
 "$PY" -m venv "$WORK/torchenv"
 "$WORK/torchenv/bin/pip" install -q torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
 "$WORK/torchenv/bin/python" -c "import torch" || fail "torch-only venv has no torch"
-# snapshot again: building the wheel from the copy left build/ and *.egg-info there; the scripts must add nothing
-snapshot > "$WORK/skill.before"
 (
   export VIRTUAL_ENV="$WORK/torchenv" PATH="$WORK/torchenv/bin:$PATH"
   unset PYTHONDONTWRITEBYTECODE   # the scripts themselves must not write __pycache__ into the folder
@@ -113,7 +115,7 @@ snapshot > "$WORK/skill.before"
     --expect-world-size 2 --timeout 60 >"$WORK/probe.out" 2>&1 || { cat "$WORK/probe.out"; fail "probe under torchrun"; }
 )
 snapshot > "$WORK/skill.after"
-diff "$WORK/skill.before" "$WORK/skill.after" || fail "running the scripts changed the skill folder (diff above)"
+diff "$WORK/skill.before" "$WORK/skill.after" || fail "validating or running the scripts changed the skill folder (diff above)"
 
 step "4. Claude Code plugin: claude plugin validate --strict; installed from the marketplace"
 cd "$REPO"
