@@ -7,18 +7,34 @@
 #      under torchrun with the job's interpreter; the skill folder must be left byte-for-byte unchanged
 #   4. `claude plugin validate --strict` of the plugin and the marketplace, and the plugin installed from the
 #      marketplace lists the root skill and the slash commands
-# Works on a copy of the tracked and untracked-but-not-ignored files; writes only under a temporary folder.
+# Works on copies of the tracked and untracked-but-not-ignored files; writes only under a temporary folder
+# (and the usual pip/uv/npm caches).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 PY=${PYTHON:-python3}
 WORK=$(mktemp -d /tmp/distdoctor-pkg.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-step() { printf "\n[package] +%ss %s\n" "$((SECONDS - START))" "$*"; }
+START=$SECONDS
+TORCH_PID=
+cleanup() { [ -z "$TORCH_PID" ] || kill "$TORCH_PID" 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+step() { printf '\n[package] +%ss %s\n' "$((SECONDS - START))" "$*"; }
 fail() { printf '\n[package] FAILED: %s\n' "$*" >&2; exit 1; }
 trap 'rc=$?; [ $rc -eq 0 ] || printf "\n[package] FAILED (exit %s) at line %s: %s\n" "$rc" "$LINENO" "$BASH_COMMAND" >&2' ERR
-START=$SECONDS
+# expect PATTERN CMD...: CMD must exit 0 and print a line matching PATTERN (extended regex); both shown if not
+expect() {
+  local pattern=$1 rc=0; shift
+  "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+  if [ "$rc" != 0 ] || ! grep -qE -- "$pattern" "$WORK/out"; then
+    cat "$WORK/out" "$WORK/err" >&2; fail "$* (exit $rc; wanted a line matching '$pattern')"
+  fi
+}
+quiet_pip() { "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
 LOG_NAME=field_nanogpt_dynamo_py312.log   # a real log (tests/data/logs), its cause: compile_toolchain
+
+step "the torch-only venv (torch==2.13.0 and nothing else), built in the background meanwhile"
+("$PY" -m venv "$WORK/torchenv" && "$WORK/torchenv/bin/pip" install -q torch==2.13.0) >"$WORK/torchenv.log" 2>&1 &
+TORCH_PID=$!
 
 step "copies of the checkout (git ls-files): the skill folder $WORK/skill/distdoctor, and $WORK/src to build from"
 mkdir -p "$WORK/skill/distdoctor" "$WORK/src" "$WORK/elsewhere"
@@ -30,18 +46,19 @@ SKILL="$WORK/skill/distdoctor"
 SRC="$WORK/src"
 cp "tests/data/logs/$LOG_NAME" "$WORK/elsewhere/job.log"
 LOG="$WORK/elsewhere/job.log"
+snapshot() { (cd "$SKILL" && find . -printf '%p %s %T@ %m\n' | sort); }
+snapshot >"$WORK/skill.before"
 
 step "tools: uv, pipx, skills-ref, build (PyPI); claude (npm)"
 "$PY" -m venv "$WORK/tools"
-"$WORK/tools/bin/pip" install -q uv pipx skills-ref build 2>&1 | grep -v '^WARNING: Location' || true
+quiet_pip "$WORK/tools/bin/pip" install -q uv pipx skills-ref build
 TOOLS="$WORK/tools/bin"
 if ! command -v claude >/dev/null; then
-  npm install -q --prefix "$WORK/npm" @anthropic-ai/claude-code >/dev/null 2>&1 || fail "npm install @anthropic-ai/claude-code"
+  npm install -q --prefix "$WORK/npm" @anthropic-ai/claude-code >"$WORK/npm.log" 2>&1 \
+    || { cat "$WORK/npm.log"; fail "npm install @anthropic-ai/claude-code"; }
   export PATH="$WORK/npm/node_modules/.bin:$PATH"
 fi
 export UV_PYTHON_DOWNLOADS=never   # uv uses the interpreters that are here, never downloads one
-snapshot() { (cd "$SKILL" && find . -printf '%p %s %T@ %m\n' | sort); }
-snapshot > "$WORK/skill.before"
 
 step "1. agentskills validate (folder named distdoctor)"
 "$TOOLS/agentskills" validate "$SKILL"
@@ -65,56 +82,54 @@ assert "License-Expression: MIT" in meta, "no License-Expression: MIT in METADAT
 print(f"wheel: {len(names)} files, top-level {sorted(tops)}")
 EOF
 "$PY" -m venv "$WORK/wheelenv"
-"$WORK/wheelenv/bin/pip" install -q "$WHEEL" 2>&1 | grep -v '^WARNING: Location' || true
+quiet_pip "$WORK/wheelenv/bin/pip" install -q "$WHEEL"
+W="$WORK/wheelenv/bin"
 cd "$WORK/elsewhere"
-if "$WORK/wheelenv/bin/python" -c "import torch" 2>/dev/null; then fail "the wheel's venv has torch"; fi
-"$WORK/wheelenv/bin/distdoctor" diagnose "$LOG" --json >"$WORK/diag.json"
-grep -q '"id": "compile_toolchain"' "$WORK/diag.json" || fail "distdoctor diagnose did not name compile_toolchain"
-"$WORK/wheelenv/bin/distdoctor" patch --list | grep -q '^gloo_backend ' || fail "distdoctor patch --list"
-"$WORK/wheelenv/bin/distdoctor" validate
-"$WORK/wheelenv/bin/python" -m distdoctor launch --profile local --nproc-per-node 2 train.py | grep -q "nproc_per_node=2"
-"$WORK/wheelenv/bin/python" -c "from distdoctor.diagnose import diagnose_text; import sys
-r = diagnose_text(open(sys.argv[1]).read()); assert r['causes'][0]['id'] == 'compile_toolchain', r['causes'][:1]" "$LOG"
-"$WORK/wheelenv/bin/python" -c "import patches" 2>/dev/null && fail "a top-level 'patches' module is installed"
-ls "$WORK"/wheelenv/lib/python3*/site-packages/distdoctor/SKILL.md >/dev/null
+if "$W/python" -c "import torch" 2>/dev/null; then fail "the wheel's venv has torch"; fi
+if "$W/python" -c "import patches" 2>/dev/null; then fail "a top-level 'patches' module is installed"; fi
+expect '"id": "compile_toolchain"' "$W/distdoctor" diagnose "$LOG" --json
+expect '^gloo_backend ' "$W/distdoctor" patch --list
+"$W/distdoctor" validate
+expect 'nproc_per_node=2' "$W/python" -m distdoctor launch --profile local --nproc-per-node 2 train.py
+expect '^compile_toolchain$' "$W/python" -c "from distdoctor.diagnose import diagnose_text; import sys
+print(diagnose_text(open(sys.argv[1]).read())['causes'][0]['id'])" "$LOG"
+expect 'SKILL.md$' "$W/python" -c "from distdoctor import paths; print(paths.SKILL if paths.BUNDLED else 'not bundled')"
 
 step "2b. pipx install and uvx --from (a copy of the checkout)"
 PIPX_HOME="$WORK/pipx" PIPX_BIN_DIR="$WORK/pipx/bin" "$TOOLS/pipx" install -q "$SRC" >/dev/null
-"$WORK/pipx/bin/distdoctor" diagnose "$LOG" | grep -q "compile_toolchain" || fail "pipx-installed distdoctor diagnose"
-"$TOOLS/uvx" --quiet --from "$SRC" distdoctor diagnose "$LOG" | grep -q "compile_toolchain" || fail "uvx --from . distdoctor"
+expect 'compile_toolchain' "$WORK/pipx/bin/distdoctor" diagnose "$LOG"
+expect 'compile_toolchain' "$TOOLS/uvx" --quiet --from "$SRC" distdoctor diagnose "$LOG"
 
 step "3. torch-only venv: the skill's scripts through uv run, from another folder and from the skill folder"
-"$PY" -m venv "$WORK/torchenv"
-"$WORK/torchenv/bin/pip" install -q torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
-"$WORK/torchenv/bin/python" -c "import torch" || fail "torch-only venv has no torch"
+wait "$TORCH_PID" || { cat "$WORK/torchenv.log"; fail "python -m venv + pip install torch==2.13.0"; }
+TORCH_PID=
 (
   export VIRTUAL_ENV="$WORK/torchenv" PATH="$WORK/torchenv/bin:$PATH"
   unset PYTHONDONTWRITEBYTECODE   # the scripts themselves must not write __pycache__ into the folder
   UV="$TOOLS/uv"
+  python -c "import torch" || fail "the torch-only venv has no torch"
   if python -c "import yaml" 2>/dev/null; then fail "the torch-only venv has pyyaml"; fi
-  "$UV" run --quiet "$SKILL/scripts/diagnose.py" "$LOG" --json | grep -q '"id": "compile_toolchain"' \
-    || fail "uv run scripts/diagnose.py"
-  "$UV" run --quiet "$SKILL/scripts/patch_backend.py" --list | grep -q "^gloo_backend " || fail "uv run patch_backend.py --list"
+  expect '"id": "compile_toolchain"' "$UV" run --quiet "$SKILL/scripts/diagnose.py" "$LOG" --json
+  expect '^gloo_backend ' "$UV" run --quiet "$SKILL/scripts/patch_backend.py" --list
   cp -r "$REPO/examples/broken_ddp" "$WORK/elsewhere/repo"
-  "$UV" run --quiet "$SKILL/scripts/patch_backend.py" "$WORK/elsewhere/repo" --dry-run --quiet | grep -q "gloo_backend" \
-    || fail "uv run patch_backend.py REPO --dry-run"
-  "$UV" run --quiet "$SKILL/scripts/launch.py" --profile local --nproc-per-node 2 train.py | grep -q "torchrun"
+  expect ' gloo_backend ' "$UV" run --quiet "$SKILL/scripts/patch_backend.py" "$WORK/elsewhere/repo" --dry-run --quiet
+  expect 'torchrun' "$UV" run --quiet "$SKILL/scripts/launch.py" --profile local --nproc-per-node 2 train.py
   "$UV" run --quiet "$SKILL/scripts/validate_kb.py"
   "$UV" run --quiet "$SKILL/scripts/dump_stacks.py" --list || [ $? -eq 3 ]   # 3: no rank process on this host
   cd "$SKILL"   # from inside the skill folder too: uv must not make a project .venv or uv.lock there
-  "$UV" run --quiet scripts/diagnose.py "$LOG" | grep -q "compile_toolchain" || fail "uv run from the skill folder"
+  expect 'compile_toolchain' "$UV" run --quiet scripts/diagnose.py "$LOG"
   cd "$WORK/elsewhere"
   # without uv and without the packages: one line naming them and the install command, exit 2; --help works
-  set +e; out=$(python "$SKILL/scripts/diagnose.py" "$LOG" 2>&1); rc=$?; set -e
-  [ "$rc" = 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && [[ "$out" == *"pip install pyyaml"* ]] \
-    || fail "diagnose.py without its packages: rc=$rc: $out"
-  python "$SKILL/scripts/diagnose.py" --help | grep -q "^usage: diagnose.py"
-  python "$SKILL/scripts/patch_backend.py" --help | grep -q "^usage: patch_backend.py"
+  rc=0; python "$SKILL/scripts/diagnose.py" "$LOG" >"$WORK/out" 2>&1 || rc=$?
+  [ "$rc" = 2 ] && [ "$(wc -l <"$WORK/out")" = 1 ] && grep -q "pip install pyyaml" "$WORK/out" \
+    || fail "diagnose.py without its packages: exit $rc: $(cat "$WORK/out")"
+  expect '^usage: diagnose.py' python "$SKILL/scripts/diagnose.py" --help
+  expect '^usage: patch_backend.py' python "$SKILL/scripts/patch_backend.py" --help
   # the probe runs inside the job: the job's interpreter (torch, nothing else) under torchrun
-  OMP_NUM_THREADS=1 timeout 120 torchrun --standalone --nproc_per_node=2 "$SKILL/scripts/probe.py" \
-    --expect-world-size 2 --timeout 60 >"$WORK/probe.out" 2>&1 || { cat "$WORK/probe.out"; fail "probe under torchrun"; }
+  expect '^VERDICT: OK - all 2 rank' env OMP_NUM_THREADS=1 timeout 120 torchrun --standalone --nproc_per_node=2 \
+    "$SKILL/scripts/probe.py" --expect-world-size 2 --timeout 60
 )
-snapshot > "$WORK/skill.after"
+snapshot >"$WORK/skill.after"
 diff "$WORK/skill.before" "$WORK/skill.after" || fail "validating or running the scripts changed the skill folder (diff above)"
 
 step "4. Claude Code plugin: claude plugin validate --strict; installed from the marketplace"
