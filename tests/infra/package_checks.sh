@@ -16,7 +16,12 @@ PY=${PYTHON:-python3}
 WORK=$(mktemp -d /tmp/distdoctor-pkg.XXXXXX)
 START=$SECONDS
 TORCH_PID=
-cleanup() { [ -z "$TORCH_PID" ] || kill "$TORCH_PID" 2>/dev/null || true; rm -rf "$WORK"; }
+TORCHENV=${XDG_CACHE_HOME:-$HOME/.cache}/distdoctor/torch-2.13.0-only-venv
+torch_only() { "$TORCHENV/bin/python" -c "import torch" 2>/dev/null && ! "$TORCHENV/bin/python" -c "import yaml" 2>/dev/null; }
+cleanup() {  # a venv still being built when a check failed: let pip finish, keep it only if it is right
+  if [ -n "$TORCH_PID" ]; then wait "$TORCH_PID" 2>/dev/null || true; torch_only || rm -rf "$TORCHENV"; fi
+  rm -rf "$WORK"
+}
 trap cleanup EXIT
 step() { printf '\n[package] +%ss %s\n' "$((SECONDS - START))" "$*"; }
 fail() { printf '\n[package] FAILED: %s\n' "$*" >&2; exit 1; }
@@ -32,9 +37,14 @@ expect() {
 quiet_pip() { "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }; }
 LOG_NAME=field_nanogpt_dynamo_py312.log   # a real log (tests/data/logs), its cause: compile_toolchain
 
-step "the torch-only venv (torch==2.13.0 and nothing else), built in the background meanwhile"
-("$PY" -m venv "$WORK/torchenv" && "$WORK/torchenv/bin/pip" install -q torch==2.13.0) >"$WORK/torchenv.log" 2>&1 &
-TORCH_PID=$!
+# The torch-only venv (torch==2.13.0 and what it depends on, nothing else) is kept between runs: it is
+# the largest thing here to build and to delete. Rebuilt when it cannot import torch, or can import pyyaml.
+step "the torch-only venv $TORCHENV, built in the background meanwhile if needed"
+if ! torch_only; then
+  rm -rf "$TORCHENV"
+  ("$PY" -m venv "$TORCHENV" && "$TORCHENV/bin/pip" install -q torch==2.13.0) >"$WORK/torchenv.log" 2>&1 &
+  TORCH_PID=$!
+fi
 
 step "copies of the checkout (git ls-files): the skill folder $WORK/skill/distdoctor, and $WORK/src to build from"
 mkdir -p "$WORK/skill/distdoctor" "$WORK/src" "$WORK/elsewhere"
@@ -101,10 +111,12 @@ expect 'compile_toolchain' "$WORK/pipx/bin/distdoctor" diagnose "$LOG"
 expect 'compile_toolchain' "$TOOLS/uvx" --quiet --from "$SRC" distdoctor diagnose "$LOG"
 
 step "3. torch-only venv: the skill's scripts through uv run, from another folder and from the skill folder"
-wait "$TORCH_PID" || { cat "$WORK/torchenv.log"; fail "python -m venv + pip install torch==2.13.0"; }
-TORCH_PID=
+if [ -n "$TORCH_PID" ]; then
+  wait "$TORCH_PID" || { cat "$WORK/torchenv.log"; rm -rf "$TORCHENV"; fail "python -m venv + pip install torch==2.13.0"; }
+  TORCH_PID=
+fi
 (
-  export VIRTUAL_ENV="$WORK/torchenv" PATH="$WORK/torchenv/bin:$PATH"
+  export VIRTUAL_ENV="$TORCHENV" PATH="$TORCHENV/bin:$PATH"
   unset PYTHONDONTWRITEBYTECODE   # the scripts themselves must not write __pycache__ into the folder
   UV="$TOOLS/uv"
   python -c "import torch" || fail "the torch-only venv has no torch"
