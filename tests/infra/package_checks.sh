@@ -61,8 +61,9 @@ snapshot >"$WORK/skill.before"
 
 step "tools: uv, pipx, skills-ref, build (PyPI); claude (npm)"
 "$PY" -m venv "$WORK/tools"
-quiet_pip "$WORK/tools/bin/pip" install -q uv pipx skills-ref build
 TOOLS="$WORK/tools/bin"
+quiet_pip "$TOOLS/pip" install -q uv
+"$TOOLS/uv" pip install --quiet --python "$TOOLS/python" pipx skills-ref build
 if ! command -v claude >/dev/null; then
   npm install -q --prefix "$WORK/npm" @anthropic-ai/claude-code >"$WORK/npm.log" 2>&1 \
     || { cat "$WORK/npm.log"; fail "npm install @anthropic-ai/claude-code"; }
@@ -74,7 +75,7 @@ step "1. agentskills validate (folder named distdoctor)"
 "$TOOLS/agentskills" validate "$SKILL"
 
 step "2. wheel and sdist; the wheel installed without torch, run from another folder"
-"$TOOLS/pyproject-build" -q --outdir "$WORK/dist" "$SRC" >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; fail "build"; }
+"$TOOLS/pyproject-build" --installer uv --outdir "$WORK/dist" "$SRC" >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; fail "build"; }
 if grep -iE "deprecat|SetuptoolsWarning|license.*(table|classifier)" "$WORK/build.log"; then fail "the build warns"; fi
 WHEEL=$(ls "$WORK"/dist/*.whl)
 "$PY" - "$WHEEL" <<'EOF'
