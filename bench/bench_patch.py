@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from distdoctor.patching.engine import iter_python_files, prefilter_strings  # noqa: E402
+from distdoctor import paths  # noqa: E402
 from distdoctor.paths import ROOT  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
@@ -70,7 +71,7 @@ def main() -> int:
         print(f"bench_patch.py: error: {tree} is not a directory", file=sys.stderr)
         return 2
     files = sum(1 for _, err in iter_python_files(str(tree)) if err is None)
-    import patches
+    patches = paths.patch_registry()
 
     chosen = [patches.get(i) for i in args.only.split(",")] if args.only else patches.all_patches()
     needles = prefilter_strings(chosen)

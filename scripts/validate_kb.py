@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["pyyaml>=6", "jsonschema>=4.17"]
+# ///
 """Validate the knowledge base (references/, profiles/, SKILL.md); print `file:line: what`, exit 0/1."""
 
 import sys
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # never write __pycache__ into the skill folder, which may be read-only or shared
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from distdoctor.validate import main  # noqa: E402
+from distdoctor.cli import run_script  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script("validate"))

@@ -7,10 +7,12 @@ import stat
 
 import pytest
 
-import patches
+from distdoctor.paths import patch_registry
 from distdoctor.patching.engine import (
     collect_tasks, default_env_prefix, iter_python_files, patch_paths, patch_source, prefilter_strings, process_file,
 )
+
+patches = patch_registry()
 
 BROKEN = 'import torch.distributed as dist\ndist.init_process_group("nccl")\n'
 FIXED = ('import torch.distributed as dist\nimport torch\n\n'

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-import patches
+from distdoctor.paths import patch_registry
 from distdoctor.patching.engine import patch_source
+
+patches = patch_registry()
 
 MODULES = patches.all_patches()
 VALID = [pytest.param(m, src, id=f"{m.PATCH.id}-valid{i}") for m in MODULES for i, src in enumerate(m.VALID)]

@@ -11,8 +11,10 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-import patches
+from distdoctor.paths import patch_registry
 from distdoctor.patching.engine import patch_source
+
+patches = patch_registry()
 
 FIXTURES = Path(__file__).parent / "fixtures" / "patches"
 CASES = sorted(FIXTURES.glob("*/*.in.py"))

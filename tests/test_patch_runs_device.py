@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-import patches.int_device as int_device
-import patches.local_rank_device as local_rank_device
 from distdoctor.patching.base import PatchOptions
 from distdoctor.patching.engine import patch_source
-from distdoctor.paths import ROOT
+from distdoctor.paths import ROOT, patch_module
 from distdoctor.runner import RunResult, run, run_torchrun, succeeded
+
+int_device = patch_module("int_device")
+local_rank_device = patch_module("local_rank_device")
 
 PROGRAMS = ROOT / "evals" / "programs"
 OK = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=(\S+?)(?=DISTDOCTOR|\s|$)")

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-import patches.gloo_future_shim as shim
 from distdoctor.patching.base import PatchOptions
 from distdoctor.patching.engine import patch_source
-from distdoctor.paths import ROOT
+from distdoctor.paths import ROOT, patch_module
 from distdoctor.runner import run_torchrun, succeeded
+
+shim = patch_module("gloo_future_shim")
 
 PROGRAM = ROOT / "evals" / "programs" / "future_zero2_optimizer.py"
 OK = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=(\S+?)(?=DISTDOCTOR|\s|$)")

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-import patches.sdpa_force as sdpa
 from distdoctor.patching.base import PatchOptions
 from distdoctor.patching.engine import patch_source
-from distdoctor.paths import ROOT
+from distdoctor.paths import ROOT, patch_module
 from distdoctor.runner import run_torchrun, succeeded
+
+sdpa = patch_module("sdpa_force")
 
 PROGRAMS = ROOT / "evals" / "programs"
 OK = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=(\S+?)(?=DISTDOCTOR|\s|$)")

@@ -9,9 +9,10 @@ import types
 
 import pytest
 
-import patches
-from distdoctor.paths import ROOT
+from distdoctor.paths import ROOT, patch_registry
 from distdoctor.patching.engine import patch_source
+
+patches = patch_registry()
 
 SCREENED = [mod for mod in patches.all_patches() if hasattr(mod, "screen")]
 

@@ -7,10 +7,6 @@ import json
 import sys
 import time
 
-from distdoctor.diagnose.engine import diagnose_paths
-from distdoctor.diagnose.render import render
-from distdoctor.knowledge import KnowledgeError
-
 EPILOG = """exit codes: 0 a cause was found, 1 none found, 2 input errors (a path that is missing or
 unreadable, a binary file, a bad knowledge base). Files inside folders that cannot be read are
 reported and skipped."""
@@ -32,6 +28,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.print_usage(sys.stderr)
         print("diagnose.py: error: give at least one LOG (or '-' for standard input) or --context", file=sys.stderr)
         return 2
+    # the engine (pyyaml, jsonschema) is imported only now: --help needs no third-party module
+    from distdoctor.diagnose.engine import diagnose_paths
+    from distdoctor.diagnose.render import render
+    from distdoctor.knowledge import KnowledgeError
+
     last = [time.monotonic()]
 
     def progress(files: int, stats) -> None:
@@ -58,3 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     if result.get("input_error"):
         return 2
     return 0 if result["causes"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

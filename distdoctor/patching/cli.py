@@ -6,9 +6,12 @@ import argparse
 import json
 import os
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from distdoctor.patching.engine import FileOutcome, _stderr_progress, patch_paths
+from distdoctor import paths
+
+if TYPE_CHECKING:  # the engine (libcst) is imported only when there is work: --help needs no third-party module
+    from distdoctor.patching.engine import FileOutcome
 
 EXIT_OK, EXIT_CHANGES, EXIT_USAGE = 0, 1, 2
 
@@ -42,7 +45,7 @@ def _split(value: str | None) -> list[str]:
 
 
 def _list(as_json: bool) -> int:
-    import patches
+    patches = paths.patch_registry()
 
     rows = [{"id": mod.PATCH.id, "cause": mod.PATCH.cause, "title": mod.PATCH.title, "risk": mod.PATCH.risk,
              "env_var": mod.PATCH.env_var} for mod in patches.all_patches()]
@@ -57,7 +60,7 @@ def _list(as_json: bool) -> int:
 
 
 def _select(only: list[str], skip: list[str]) -> list[str]:
-    import patches
+    patches = paths.patch_registry()
 
     known = patches.ids()
     unknown = [i for i in only + skip if i not in known]
@@ -116,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, ImportError) as exc:
         print(f"patch_backend.py: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from distdoctor.patching.engine import _stderr_progress, patch_paths
+
     write = not (args.dry_run or args.check)
     progress = None if (args.quiet or args.json) else _stderr_progress
     skipped_tests: list[str] = []
@@ -131,3 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check and any(o.changes for o in outcomes):
         return EXIT_CHANGES
     return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,6 +27,7 @@ from libcst.codemod import CodemodContext, SkipFile
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper
 
+from distdoctor import paths
 from distdoctor.patching.base import Change, PatchOptions
 
 BOM = "\ufeff"
@@ -54,9 +55,7 @@ class PatchResult:
 
 
 def _registry() -> list[ModuleType]:
-    import patches
-
-    return patches.all_patches()
+    return paths.patch_registry().all_patches()
 
 
 def prefilter_strings(patch_modules: Iterable[ModuleType]) -> tuple[str, ...]:
@@ -215,7 +214,7 @@ def _atomic_write(path: str, data: bytes, mode: int) -> None:
 def process_file(path: str, patch_ids: Sequence[str] | None = None, options: PatchOptions | None = None,
                  write: bool = False, label: str | None = None) -> FileOutcome:
     """Patch one file: report, and when `write` replace it atomically. Never raises for bad input."""
-    import patches as registry
+    registry = paths.patch_registry()
 
     label = label or path
     outcome = FileOutcome(label)
