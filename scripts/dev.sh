@@ -6,12 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import distdoctor, torch, libcst, yaml, jsonschema, pytest" 2>/dev/null; then
+ready() { .venv/bin/python -c "import distdoctor, torch, libcst, yaml, jsonschema, bm25s, pytest" 2>/dev/null && [ -x .venv/bin/py-spy ]; }
+if [ ! -x .venv/bin/python ] || ! ready; then
   echo "[dev.sh] creating .venv and installing distdoctor[dev] (torch==2.13.0, CPU)" >&2
   "$PY" -m venv .venv
   .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
   .venv/bin/pip install -q -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
-  .venv/bin/python -c "import distdoctor, torch, libcst, yaml, jsonschema, pytest" 
+  ready || { echo "[dev.sh] .venv is incomplete after pip install (see above)" >&2; exit 1; }
 fi
 task=${1:-test}; shift || true
 case "$task" in
