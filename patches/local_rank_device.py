@@ -21,7 +21,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ClassScope, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, get_arg, literal_text, walk
+from distdoctor.patching.cstutil import ast_ident, get_arg, literal_text, nodes_of, walk
 
 PATCH = PatchInfo(
     id="local_rank_device",
@@ -257,18 +257,24 @@ class Transformer(PatchCommand):
         return bool(assignments) and all(getattr(a, "node", None) in targets for a in assignments)
 
     def visit_Module(self, node: cst.Module) -> None:
-        for call in m.findall(node, m.Call()):
+        every_call = nodes_of(self, cst.Call)
+        for call in every_call:
             if self._qnames(call.func) & SPAWN:
                 self.skip = True
                 return
-        assigns = m.findall(node, m.Assign() | m.AnnAssign())
+        assigns = nodes_of(self, cst.Assign, cst.AnnAssign)
         for assign in assigns:
             if assign.value is not None and self._environ_copy(assign.value):
                 targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
                 self.env_dicts.update(t.value for t in targets if isinstance(t, cst.Name))
-        functions = {f.name.value: f for f in m.findall(node, m.FunctionDef())}
-        calls = [c for c in m.findall(node, m.Call(func=m.Name())) if c.func.value in functions]
-        options = [c for c in m.findall(node, m.Call(func=m.Attribute(attr=m.Name("add_argument"))))]
+        functions = {f.name.value: f for f in nodes_of(self, cst.FunctionDef)}
+        calls = [c for c in every_call if isinstance(c.func, cst.Name) and c.func.value in functions]
+        options = [c for c in every_call if m.matches(c.func, m.Attribute(attr=m.Name("add_argument")))]
+        self.returns_of: dict[cst.CSTNode, list[cst.BaseExpression]] = {}
+        for ret in nodes_of(self, cst.Return):
+            scope = self.get_metadata(ScopeProvider, ret, None)
+            if ret.value is not None and scope is not None:
+                self.returns_of.setdefault(getattr(scope, "node", None), []).append(ret.value)
         for _ in range(3):  # follow chains like rank = ddp_rank = int(os.environ["RANK"]) / r = rank
             self._survey_flow(node, functions, calls, options)
             for assign in assigns:
@@ -298,7 +304,7 @@ class Transformer(PatchCommand):
                             self.global_attrs.add(target.attr.value)
                         elif kind == "local" and target.attr.value not in self.local_attrs:
                             self.local_attrs.append(target.attr.value)
-            for t in m.findall(node, m.AssignTarget(m.Tuple())):  # ddp, rank, local_rank, world = get_info()
+            for t in (t for t in nodes_of(self, cst.AssignTarget) if isinstance(t.target, cst.Tuple)):  # ddp, rank, local_rank, world = get_info()
                 for element in t.target.elements:
                     if isinstance(element.value, cst.Name) and _is_local_name(element.value.value):
                         self.local_targets[element.value] = self.get_metadata(PositionProvider, element.value).start.line
@@ -313,8 +319,8 @@ class Transformer(PatchCommand):
         (whole or tuple element by element), parameters that every call in the file passes a global rank
         (`demo_basic(rank)`), and argparse options whose default reads the environment."""
         for name, func in functions.items():
-            returns = [r.value for r in m.findall(func.body, m.Return()) if r.value is not None]
-            if not returns or any(self._nested_def(func, r) for r in returns):
+            returns = self.returns_of.get(func, [])
+            if not returns:
                 continue
             kinds = {self._kind(r) for r in returns}
             if len(kinds) == 1 and None not in kinds:
@@ -342,19 +348,11 @@ class Transformer(PatchCommand):
             if kind is not None and name:
                 self.fields.setdefault(name, kind)
 
-    def _nested_def(self, func: cst.FunctionDef, ret: cst.BaseExpression) -> bool:
-        """The return belongs to a function nested in func (its values are not func's)."""
-        scope = self.get_metadata(ScopeProvider, ret, None)
-        return scope is not None and getattr(scope, "node", None) is not func
-
     def _referenced_elsewhere(self, module: cst.Module, name: str, calls: int) -> bool:
         """The function is used other than by direct calls (passed to spawn, a thread, a callback)."""
-        if name not in self._name_counts:
-            counts: dict[str, int] = {}
-            for n in walk(module):
-                if isinstance(n, cst.Name):
-                    counts[n.value] = counts.get(n.value, 0) + 1
-            self._name_counts.update(counts)
+        if not self._name_counts:
+            for n in nodes_of(self, cst.Name):
+                self._name_counts[n.value] = self._name_counts.get(n.value, 0) + 1
         return self._name_counts.get(name, 0) > calls + 1  # the def's own name and one per call
 
     # -- replacement ---------------------------------------------------------------------------
