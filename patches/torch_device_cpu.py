@@ -68,9 +68,15 @@ def screen(tree: ast.Module) -> bool:
 
 
 def _guards(test: cst.BaseExpression) -> bool:
-    """A test that checks for CUDA or an accelerator (`torch.cuda.is_available()`, `x.is_cuda`, ...)."""
-    return any(isinstance(n, cst.Name) and n.value in ("is_available", "is_cuda", "device_count")
-               for n in walk(test))
+    """A test that checks for CUDA or an accelerator (`torch.cuda.is_available()`, `x.is_cuda`, ...) or
+    compares with a CUDA device name (`device_type == "cuda"`, `"cuda" in device`)."""
+    for n in walk(test):
+        if isinstance(n, cst.Name) and n.value in ("is_available", "is_cuda", "device_count"):
+            return True
+        if isinstance(n, cst.Comparison) and any(is_gpu_string(part) for part in
+                                                 [n.left, *(c.comparator for c in n.comparisons)]):
+            return True
+    return False
 
 
 class Transformer(PatchCommand):
@@ -152,6 +158,9 @@ class Transformer(PatchCommand):
 
 
 VALID = [
+    # chosen by the code's own device type (nanochat compute_init)
+    "import torch\nimport torch.distributed as dist\n\n\ndef init(device_type, i):\n    if device_type == 'cuda':\n"
+    "        dist.init_process_group('nccl')\n        return torch.device('cuda', i)\n",
     # already guarded
     "import torch\nimport torch.distributed as dist\n\ndist.init_process_group('gloo')\n"
     "device = torch.device('cuda', 0) if torch.cuda.is_available() else torch.device('cpu')\n",
