@@ -66,9 +66,10 @@ def finished_ranks(output: str) -> dict[int, str]:
     return {int(rank): checksum for rank, checksum in OK_LINE.findall(output)}
 
 
-# torch 2.13's gloo sometimes aborts a rank in process-group teardown, after its work is done
-# (std::terminate from a still-joinable thread). Seen here in about 1 of 100 runs, only after every rank
-# had printed its final line. Callers may accept exactly this, and only when all ranks finished.
+# torch 2.13's gloo sometimes aborts a rank at exit, after destroy_process_group() and all work are done
+# (std::terminate from a still-joinable thread); measured rates are in references/backends.md (the
+# teardown abort note under gloo_missing_feature). Callers may accept exactly this, and only when all
+# ranks finished.
 TEARDOWN_ABORT = "terminate called without an active exception"
 
 

@@ -24,7 +24,7 @@ from libcst.metadata import ClassScope, ComprehensionScope, FunctionScope, Posit
     QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident
+from distdoctor.patching.cstutil import ast_ident, nodes_of
 
 PATCH = PatchInfo(
     id="int_device",
@@ -183,7 +183,7 @@ class Transformer(PatchCommand):
         return None, None
 
     def visit_Module(self, node: cst.Module) -> None:
-        for assign in m.findall(node, m.Assign() | m.AnnAssign()):
+        for assign in nodes_of(self, cst.Assign, cst.AnnAssign):
             if assign.value is None:
                 continue
             targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
@@ -204,7 +204,7 @@ class Transformer(PatchCommand):
                     if cls is not None:
                         self.self_devices.setdefault(cls, {}).setdefault(target.attr.value, []).append(
                             (func, line, not (index or cuda)))
-        for param in m.findall(node, m.Param()):
+        for param in nodes_of(self, cst.Param):
             if _DEVICE_NAME.match(param.name.value):
                 self.device_targets[param.name] = 0
 

@@ -18,10 +18,10 @@ import ast
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import PositionProvider, QualifiedNameProvider, ScopeProvider
+from libcst.metadata import ClassScope, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident
+from distdoctor.patching.cstutil import ast_ident, get_arg, literal_text, nodes_of, walk
 
 PATCH = PatchInfo(
     id="local_rank_device",
@@ -59,21 +59,24 @@ def _ast_ref(node: ast.AST) -> str | None:
 
 
 def _ast_global(node: ast.AST, tainted: set[str]) -> bool:
-    """Transformer._kind(node) == "global", without name resolution: `int(os.environ["RANK"])`,
-    `os.environ.get("RANK")`, `os.getenv("RANK")`, `get_rank()`, or a name bound to one of these."""
+    """Transformer._kind(node) == "global", without name resolution: `int(os.environ["RANK"])` (any mapping
+    subscripted with a global key: env copies too), `.get("RANK")`, `os.getenv("RANK")`, `get_rank()`, a
+    name or attribute bound to one of these, or a call of a function that returns one."""
     env = node.args[0] if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "int" and node.args else node
     if isinstance(env, ast.Subscript) and isinstance(env.slice, ast.Constant) and env.slice.value in GLOBAL_ENV:
         return True
     if isinstance(env, ast.Call) and ast_ident(env.func) in ("get", "getenv") \
             and env.args and isinstance(env.args[0], ast.Constant) and env.args[0].value in GLOBAL_ENV:
         return True
-    if isinstance(node, ast.Call) and ast_ident(node.func) == "get_rank":
+    if isinstance(node, ast.Call) and (ast_ident(node.func) == "get_rank" or "()" + str(ast_ident(node.func)) in tainted):
+        return True
+    if isinstance(node, ast.Attribute) and "." + node.attr in tainted:
         return True
     return _ast_ref(node) in tainted
 
 
 def _ast_sink_args(node: ast.AST) -> list[ast.AST]:
-    """The expressions the Transformer may replace in one node."""
+    """The expressions the Transformer may replace in one node (the GPU branch of a CPU fallback too)."""
     if isinstance(node, ast.JoinedStr):
         values = node.values
         return [v.value for prev, v in zip(values, values[1:]) if isinstance(v, ast.FormattedValue)
@@ -83,30 +86,66 @@ def _ast_sink_args(node: ast.AST) -> list[ast.AST]:
     name = ast_ident(node.func)
     out = list(node.args[:2]) if name == "device" else list(node.args[:1]) if name in SINKS else []
     for k in node.keywords:
-        if k.arg in ("device", "output_device"):
+        if k.arg in ("device", "output_device", "device_ids"):
             out.append(k.value)
-        elif k.arg == "device_ids" and isinstance(k.value, ast.List):
-            out += k.value.elts
-    return out
+    flat = []
+    for value in out:
+        value = value.body if isinstance(value, ast.IfExp) else value
+        flat += value.elts if isinstance(value, ast.List) else [value]
+    return flat
 
 
-def screen(tree: ast.Module) -> bool:
-    """Cheap pre-check on Python's own parse (scopes ignored, so it over-approximates the Transformer):
-    a global rank, followed through assignments, reaches a device sink (set_device, torch.device, .to,
-    .cuda, DDP's device_ids/output_device, an f"cuda:{...}" string)."""
-    assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None]
-    tainted: set[str] = set()
-    for _ in range(3):
-        for a in assigns:
-            targets = a.targets if isinstance(a, ast.Assign) else [a.target]
-            pairs = [(t, a.value) for t in targets]
-            if isinstance(a.value, ast.Tuple):
-                pairs += [pair for t in targets if isinstance(t, ast.Tuple) and len(t.elts) == len(a.value.elts)
-                          for pair in zip(t.elts, a.value.elts)]
+def _ast_taint(tree: ast.Module, tainted: set[str]) -> None:
+    """One round of _ast_global's names: assignments (tuples element-wise), class fields and argparse
+    defaults (as ".attr"), functions returning a global rank (as "()name", tuple elements included), and
+    the parameters of functions called with one."""
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for func in defs:
+        for ret in ast.walk(func):
+            if isinstance(ret, ast.Return) and ret.value is not None:
+                values = ret.value.elts if isinstance(ret.value, ast.Tuple) else [ret.value]
+                if any(_ast_global(v, tainted) for v in values):
+                    tainted.add("()" + func.name)
+    params = {f.name: [a.arg for a in f.args.posonlyargs + f.args.args] for f in defs}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = ast_ident(node.func)
+            values = list(node.args) + [k.value for k in node.keywords]
+            if name in params and any(_ast_global(v, tainted) for v in values):
+                tainted.update(params[name])
+            if name == "add_argument" and any(k.arg == "default" and _ast_global(k.value, tainted)
+                                              for k in node.keywords):
+                flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                tainted.update("." + f.lstrip("-").replace("-", "_") for f in flags)
+                tainted.update("." + k.value.value for k in node.keywords
+                               if k.arg == "dest" and isinstance(k.value, ast.Constant))
+        if isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None \
+                        and _ast_global(stmt.value, tainted):
+                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                    tainted.update("." + t.id for t in targets if isinstance(t, ast.Name))
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            pairs = [(t, node.value) for t in targets]
+            for t in targets:
+                if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and len(t.elts) == len(node.value.elts):
+                    pairs += list(zip(t.elts, node.value.elts))
+                elif isinstance(t, ast.Tuple) and _ast_global(node.value, tainted):
+                    pairs += [(e, node.value) for e in t.elts]  # rank, local_rank = setup()
             for target, value in pairs:
                 ref = _ast_ref(target)
                 if ref is not None and _ast_global(value, tainted):
                     tainted.add(ref)
+
+
+def screen(tree: ast.Module) -> bool:
+    """Cheap pre-check on Python's own parse (scopes ignored, so it over-approximates the Transformer):
+    a global rank, followed through assignments, returns, calls, fields and argparse defaults, reaches a
+    device sink (set_device, torch.device, .to, .cuda, DDP's device_ids/output_device, an f"cuda:{...}")."""
+    tainted: set[str] = set()
+    for _ in range(3):
+        _ast_taint(tree, tainted)
     return any(_ast_global(arg, tainted) for node in ast.walk(tree) for arg in _ast_sink_args(node))
 
 
@@ -123,11 +162,16 @@ class Transformer(PatchCommand):
 
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
-        self.global_targets: set[cst.Name] = set()  # Name nodes assigned a global rank
+        self.global_targets: set[cst.CSTNode] = set()  # Name nodes assigned a global rank, Params passed one
         self.local_targets: dict[cst.Name, int] = {}  # Name nodes assigned a local rank -> line
         self.global_attrs: set[str] = set()  # self.<attr> assigned a global rank
         self.local_attrs: list[str] = []  # self.<attr> assigned a local rank
         self.skip = False
+        self._name_counts: dict[str, int] = {}
+        self.env_dicts: set[str] = set()  # names bound to a copy of os.environ
+        self.fields: dict[str, str] = {}  # argparse dest / config field -> kind of its default
+        self.returns: dict[str, str] = {}  # function name -> kind of every value it returns
+        self.unpacked: dict[str, list[str | None]] = {}  # function name -> kind of each returned tuple element
 
     # -- classification ------------------------------------------------------------------------
     def _qnames(self, node: cst.CSTNode) -> set[str]:
@@ -137,10 +181,11 @@ class Transformer(PatchCommand):
         """The variable name of `os.environ[K]`, `os.environ.get(K, ...)`, `os.getenv(K, ...)`, under int()."""
         if m.matches(node, m.Call(func=m.Name("int"))) and node.args:
             node = node.args[0].value
-        if isinstance(node, cst.Subscript) and "os.environ" in self._qnames(node.value):
+        if isinstance(node, cst.Subscript) and self._is_environ(node.value):
             key = node.slice[0].slice
         elif isinstance(node, cst.Call) and node.args and (
             self._qnames(node.func) & {"os.environ.get", "os.getenv"}
+            or m.matches(node.func, m.Attribute(attr=m.Name("get"))) and self._is_environ(node.func.value)
         ):
             key = node.args[0].value
         else:
@@ -149,8 +194,26 @@ class Transformer(PatchCommand):
             key = key.value
         return key.evaluated_value if isinstance(key, cst.SimpleString) else None
 
+    def _is_environ(self, node: cst.BaseExpression) -> bool:
+        """`os.environ`, or a name bound to a copy of it (`os.environ.copy()`, `dict(os.environ)`, a dict
+        comprehension over os.environ's keys or items)."""
+        if "os.environ" in self._qnames(node):
+            return True
+        return isinstance(node, cst.Name) and node.value in self.env_dicts
+
+    def _environ_copy(self, value: cst.BaseExpression) -> bool:
+        if m.matches(value, m.Call(func=m.Attribute(attr=m.Name("copy")))):
+            return self._is_environ(value.func.value)
+        if m.matches(value, m.Call(func=m.Name("dict"))) and value.args:
+            return self._is_environ(value.args[0].value)
+        if isinstance(value, cst.DictComp):
+            return any(isinstance(n, (cst.Attribute, cst.Name)) and self._is_environ(n) for n in walk(value))
+        return False
+
     def _kind(self, node: cst.BaseExpression) -> str | None:
         """'global', 'local' or None for an expression."""
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in self.returns:
+            return self.returns[node.func.value]
         env = self._env_key(node)
         if env in GLOBAL_ENV:
             return "global"
@@ -176,6 +239,8 @@ class Transformer(PatchCommand):
                 return "local"
         if isinstance(node, cst.Attribute) and _is_local_name(node.attr.value):
             return "local"  # args.local_rank, cfg.local_rank
+        if isinstance(node, cst.Attribute) and not m.matches(node.value, m.Name("self")):
+            return self.fields.get(node.attr.value)  # args.rank from an argparse default, cfg.rank a config field
         return None
 
     def _assignments(self, name: cst.Name):
@@ -192,12 +257,26 @@ class Transformer(PatchCommand):
         return bool(assignments) and all(getattr(a, "node", None) in targets for a in assignments)
 
     def visit_Module(self, node: cst.Module) -> None:
-        for call in m.findall(node, m.Call()):
+        every_call = nodes_of(self, cst.Call)
+        for call in every_call:
             if self._qnames(call.func) & SPAWN:
                 self.skip = True
                 return
-        assigns = m.findall(node, m.Assign() | m.AnnAssign())
+        assigns = nodes_of(self, cst.Assign, cst.AnnAssign)
+        for assign in assigns:
+            if assign.value is not None and self._environ_copy(assign.value):
+                targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+                self.env_dicts.update(t.value for t in targets if isinstance(t, cst.Name))
+        functions = {f.name.value: f for f in nodes_of(self, cst.FunctionDef)}
+        calls = [c for c in every_call if isinstance(c.func, cst.Name) and c.func.value in functions]
+        options = [c for c in every_call if m.matches(c.func, m.Attribute(attr=m.Name("add_argument")))]
+        self.returns_of: dict[cst.CSTNode, list[cst.BaseExpression]] = {}
+        for ret in nodes_of(self, cst.Return):
+            scope = self.get_metadata(ScopeProvider, ret, None)
+            if ret.value is not None and scope is not None:
+                self.returns_of.setdefault(getattr(scope, "node", None), []).append(ret.value)
         for _ in range(3):  # follow chains like rank = ddp_rank = int(os.environ["RANK"]) / r = rank
+            self._survey_flow(node, functions, calls, options)
             for assign in assigns:
                 if assign.value is None:
                     continue
@@ -207,8 +286,14 @@ class Transformer(PatchCommand):
                     pairs = [(te.value, ve.value) for t in targets if isinstance(t, cst.Tuple)
                              and len(t.elements) == len(assign.value.elements)
                              for te, ve in zip(t.elements, assign.value.elements)]
+                elif m.matches(assign.value, m.Call(func=m.Name())) and assign.value.func.value in self.unpacked:
+                    kinds = self.unpacked[assign.value.func.value]  # rank, local_rank, world = setup()
+                    pairs = [(te.value, kind) for t in targets if isinstance(t, cst.Tuple)
+                             and len(t.elements) == len(kinds) for te, kind in zip(t.elements, kinds)]
                 for target, value in pairs:
-                    kind = self._kind(value)
+                    kind = value if isinstance(value, str) or value is None else self._kind(value)
+                    if isinstance(target, cst.Name) and self._in_class_body(assign) and kind is not None:
+                        self.fields.setdefault(target.value, kind)  # a config/dataclass field
                     if isinstance(target, cst.Name):
                         if kind == "global":
                             self.global_targets.add(target)
@@ -219,10 +304,56 @@ class Transformer(PatchCommand):
                             self.global_attrs.add(target.attr.value)
                         elif kind == "local" and target.attr.value not in self.local_attrs:
                             self.local_attrs.append(target.attr.value)
-            for t in m.findall(node, m.AssignTarget(m.Tuple())):  # ddp, rank, local_rank, world = get_info()
+            for t in (t for t in nodes_of(self, cst.AssignTarget) if isinstance(t.target, cst.Tuple)):  # ddp, rank, local_rank, world = get_info()
                 for element in t.target.elements:
                     if isinstance(element.value, cst.Name) and _is_local_name(element.value.value):
                         self.local_targets[element.value] = self.get_metadata(PositionProvider, element.value).start.line
+
+    def _in_class_body(self, assign: cst.CSTNode) -> bool:
+        scope = self.get_metadata(ScopeProvider, assign, None)
+        return isinstance(scope, ClassScope)
+
+    def _survey_flow(self, module: cst.Module, functions: dict[str, cst.FunctionDef], calls: list[cst.Call],
+                     options: list[cst.Call]) -> None:
+        """Values that cross a function boundary or live in a namespace: what set-up helpers return
+        (whole or tuple element by element), parameters that every call in the file passes a global rank
+        (`demo_basic(rank)`), and argparse options whose default reads the environment."""
+        for name, func in functions.items():
+            returns = self.returns_of.get(func, [])
+            if not returns:
+                continue
+            kinds = {self._kind(r) for r in returns}
+            if len(kinds) == 1 and None not in kinds:
+                self.returns[name] = kinds.pop()
+            if all(isinstance(r, cst.Tuple) for r in returns) and len({len(r.elements) for r in returns}) == 1:
+                per = [{self._kind(r.elements[i].value) for r in returns} for i in range(len(returns[0].elements))]
+                self.unpacked[name] = [k.pop() if len(k) == 1 else None for k in per]
+        for name, func in functions.items():
+            sites = [c for c in calls if c.func.value == name]
+            if not sites or self._referenced_elsewhere(module, name, len(sites)):
+                continue
+            params = list(func.params.params)
+            if params and params[0].name.value in ("self", "cls"):
+                continue
+            for i, param in enumerate(params):
+                args = [get_arg(c, param.name.value, i) for c in sites]
+                if all(a is not None and self._kind(a.value) == "global" for a in args):
+                    self.global_targets.add(param)
+        for call in options:
+            default = get_arg(call, "default")
+            kind = self._kind(default.value) if default is not None else None
+            dest = get_arg(call, "dest")
+            flag = next((literal_text(a.value) for a in call.args if a.keyword is None), None)
+            name = literal_text(dest.value) if dest is not None else (flag or "").lstrip("-").replace("-", "_")
+            if kind is not None and name:
+                self.fields.setdefault(name, kind)
+
+    def _referenced_elsewhere(self, module: cst.Module, name: str, calls: int) -> bool:
+        """The function is used other than by direct calls (passed to spawn, a thread, a callback)."""
+        if not self._name_counts:
+            for n in nodes_of(self, cst.Name):
+                self._name_counts[n.value] = self._name_counts.get(n.value, 0) + 1
+        return self._name_counts.get(name, 0) > calls + 1  # the def's own name and one per call
 
     # -- replacement ---------------------------------------------------------------------------
     def _local_for(self, site: cst.BaseExpression, quote: str = '"') -> cst.BaseExpression:
@@ -244,6 +375,14 @@ class Transformer(PatchCommand):
 
     def _fix(self, original: cst.BaseExpression, updated: cst.BaseExpression, where: str,
              quote: str = '"') -> cst.BaseExpression:
+        if isinstance(original, cst.IfExp) and isinstance(updated, cst.IfExp):
+            # `rank if torch.cuda.is_available() else "cpu"` (int_device ran first): fix the GPU branch
+            body = original.body
+            if isinstance(body, cst.List) and isinstance(updated.body, cst.List):  # device_ids=[rank] if ...
+                elements = [e.with_changes(value=self._fix(o.value, e.value, where, quote))
+                            for o, e in zip(body.elements, updated.body.elements)]
+                return updated.with_changes(body=updated.body.with_changes(elements=elements))
+            return updated.with_changes(body=self._fix(body, updated.body, where, quote))
         if self.skip or self._kind(original) != "global":
             return updated
         local = self._local_for(original, quote)
@@ -276,6 +415,8 @@ class Transformer(PatchCommand):
             for i, a in enumerate(original_node.args):
                 if a.keyword is not None and a.keyword.value == "output_device":
                     targets.append((i, "output_device"))
+                elif a.keyword is not None and a.keyword.value == "device_ids" and isinstance(a.value, cst.IfExp):
+                    targets.append((i, "device_ids"))
                 elif a.keyword is not None and a.keyword.value == "device_ids" and isinstance(a.value, cst.List):
                     elements = list(args[i].value.elements)
                     for j, element in enumerate(a.value.elements):

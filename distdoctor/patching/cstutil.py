@@ -217,3 +217,29 @@ def ast_calls(tree: ast.Module, names: set[str]) -> list[ast.Call]:
     """Calls whose callee's last identifier is one of names or an alias of one."""
     idents = ast_aliases(tree, names)
     return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast_ident(n.func) in idents]
+
+
+_LAST_INDEX: tuple[object, dict] = (None, {})
+
+
+def nodes_of(visitor: cst.MetadataDependent, *types: type) -> list[cst.CSTNode]:
+    """Every node of the module being transformed that is an instance of one of types, in source order.
+
+    One pass over the keys of the PositionProvider table (every node, resolved once per wrapper and shared
+    by the patches) is cached on the wrapper by type; `m.findall(module, ...)` walks the whole tree each call."""
+    from libcst.metadata import PositionProvider
+
+    global _LAST_INDEX
+    wrapper = getattr(getattr(visitor, "context", None), "wrapper", None)
+    if wrapper is not None and _LAST_INDEX[0] is wrapper:
+        index = _LAST_INDEX[1]
+    else:
+        index = {}
+        for node in metadata_table(visitor, PositionProvider):
+            index.setdefault(type(node), []).append(node)
+        _LAST_INDEX = (wrapper, index)  # one file at a time: the index of the wrapper last asked
+    if len(types) == 1:
+        return list(index.get(types[0], ()))
+    order = {id(n): i for i, n in enumerate(metadata_table(visitor, PositionProvider))} if len(types) > 1 else {}
+    found = [n for t in types for n in index.get(t, ())]
+    return sorted(found, key=lambda n: order[id(n)])

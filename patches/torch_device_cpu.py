@@ -1,0 +1,193 @@
+"""A CUDA `torch.device(...)` or accelerator binding in a distributed program falls back to the CPU.
+
+`torch.device("cuda", local_rank)`, `torch.device(type="cuda", index=i)`, `torch.device(f"cuda:{i}")`,
+`torch.device("cuda:%d" % i)` and `torch.device("cuda:{}".format(i))` name a GPU whatever the machine:
+a set-up helper that returns one (and code that moves the model there) dies on a CPU run with
+`AssertionError: Torch not compiled with CUDA enabled`. Outside a `torch.cuda.is_available()` test the
+constructor becomes `torch.device(...) if torch.cuda.is_available() else torch.device("cpu")`.
+The accelerator API has the same trap: `torch.accelerator.set_device_index(i)` raises `RuntimeError:
+Cannot access accelerator device when none is available.` and
+`dist.get_default_backend_for_device(torch.accelerator.current_accelerator())` gets None (a TypeError);
+the first runs only when an accelerator is available, the second gets `"cpu"` (gloo) when there is none.
+Only files that start a process group or wrap a model in DistributedDataParallel are touched.
+Real code: pytorch/examples distributed/ddp/example.py (@77f55b9) uses the accelerator calls.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import PositionProvider, QualifiedNameProvider
+
+from distdoctor.patching.base import PatchCommand, PatchInfo
+from distdoctor.patching.cstutil import ast_ident, get_arg, qualified_names, walk
+from patches.int_device import _ast_gpu_string, is_gpu_string
+
+PATCH = PatchInfo(
+    id="torch_device_cpu",
+    cause="nccl_without_cuda",
+    title="A CUDA torch.device or accelerator binding falls back to the CPU when there is none",
+    risk="A program that must not run without a GPU now runs on the CPU (slowly) instead of failing "
+         "at once.",
+    prefilter=("device(", "set_device_index", "get_default_backend_for_device"),
+)
+
+TORCH_DEVICE = frozenset({"torch.device"})
+SET_INDEX = frozenset({"torch.accelerator.set_device_index"})
+BACKEND_FOR = frozenset({"torch.distributed.get_default_backend_for_device",
+                         "torch.distributed.distributed_c10d.get_default_backend_for_device"})
+DISTRIBUTED = ("init_process_group", "DistributedDataParallel")
+GUARD = "torch.cuda.is_available()"
+ACC_GUARD = "torch.accelerator.is_available()"
+
+
+def _ast_cuda_device(node: ast.AST) -> bool:
+    """`torch.device(<CUDA string>[, i])` or `torch.device(type="cuda", ...)` on Python's own parse."""
+    if not (isinstance(node, ast.Call) and ast_ident(node.func) == "device"):
+        return False
+    if node.args and _ast_gpu_string(node.args[0]):
+        return True
+    return any(k.arg == "type" and _ast_gpu_string(k.value) for k in node.keywords)
+
+
+def screen(tree: ast.Module) -> bool:
+    """A distributed file with a CUDA torch.device, set_device_index or get_default_backend_for_device."""
+    found, distributed = False, False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = ast_ident(node.func)
+            distributed = distributed or name in DISTRIBUTED
+            found = found or name in ("set_device_index", "get_default_backend_for_device") \
+                or _ast_cuda_device(node)
+            if found and distributed:
+                return True
+    return False
+
+
+def _guards(test: cst.BaseExpression) -> bool:
+    """A test that checks for CUDA or an accelerator (`torch.cuda.is_available()`, `x.is_cuda`, ...) or
+    compares with a CUDA device name (`device_type == "cuda"`, `"cuda" in device`)."""
+    for n in walk(test):
+        if isinstance(n, cst.Name) and n.value in ("is_available", "is_cuda", "device_count"):
+            return True
+        if isinstance(n, cst.Comparison) and any(is_gpu_string(part) for part in
+                                                 [n.left, *(c.comparator for c in n.comparisons)]):
+            return True
+    return False
+
+
+class Transformer(PatchCommand):
+    """Give hard-coded CUDA devices and accelerator calls a CPU path."""
+
+    INFO = PATCH
+    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider)
+
+    def __init__(self, context, options=None) -> None:
+        super().__init__(context, options)
+        self.guarded = 0  # depth of enclosing CUDA/accelerator tests
+        self.bare: set[int] = set()  # ids of expressions that need no parentheses (argument, value, return)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        self.bare.add(id(node.value))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.bare.add(id(node.value))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self.bare.add(id(node.value))
+
+    def _cuda_device(self, call: cst.Call) -> bool:
+        if not qualified_names(self, call.func) & TORCH_DEVICE:
+            return False
+        first = get_arg(call, "type", 0)
+        return first is not None and is_gpu_string(first.value)
+
+    def visit_If(self, node: cst.If) -> None:
+        self.guarded += _guards(node.test)
+
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        self.guarded -= _guards(original_node.test)
+        return updated_node
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self.guarded += _guards(node.test)
+
+    def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
+        self.guarded -= _guards(original_node.test)
+        return updated_node
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if self.guarded:
+            return updated_node
+        if self._cuda_device(original_node):
+            AddImportsVisitor.add_needed_import(self.context, "torch")
+            new = cst.IfExp(test=cst.parse_expression(GUARD), body=updated_node,
+                            orelse=cst.parse_expression('torch.device("cpu")'))
+            if id(original_node) not in self.bare:
+                new = new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            code = cst.Module([]).code_for_node(original_node)
+            self.record(original_node, f"{code} -> CPU device unless {GUARD}")
+            return new
+        if qualified_names(self, original_node.func) & BACKEND_FOR and updated_node.args:
+            arg = updated_node.args[0]
+            if isinstance(arg.value, (cst.Name, cst.Attribute, cst.Call)):
+                value = cst.BooleanOperation(left=arg.value, operator=cst.Or(), right=cst.SimpleString('"cpu"'))
+                self.record(original_node, "get_default_backend_for_device: no accelerator -> \"cpu\" (gloo)")
+                return updated_node.with_changes(args=[arg.with_changes(value=value), *updated_node.args[1:]])
+        return updated_node
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
+                                  updated_node: cst.SimpleStatementLine) -> cst.BaseStatement:
+        if self.guarded or len(original_node.body) != 1:
+            return updated_node
+        expr = original_node.body[0]
+        if not (m.matches(expr, m.Expr(value=m.Call())) and qualified_names(self, expr.value.func) & SET_INDEX):
+            return updated_node
+        AddImportsVisitor.add_needed_import(self.context, "torch")
+        self.record(original_node, f"set_device_index runs only when {ACC_GUARD}")
+        return cst.If(test=cst.parse_expression(ACC_GUARD),
+                      body=cst.IndentedBlock(body=[updated_node.with_changes(leading_lines=[])]),
+                      leading_lines=updated_node.leading_lines)
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        return any(isinstance(n, (cst.Name, cst.Attribute)) and
+                   (n.value if isinstance(n, cst.Name) else n.attr.value) in DISTRIBUTED for n in walk(node))
+
+
+VALID = [
+    # chosen by the code's own device type (nanochat compute_init)
+    "import torch\nimport torch.distributed as dist\n\n\ndef init(device_type, i):\n    if device_type == 'cuda':\n"
+    "        dist.init_process_group('nccl')\n        return torch.device('cuda', i)\n",
+    # already guarded
+    "import torch\nimport torch.distributed as dist\n\ndist.init_process_group('gloo')\n"
+    "device = torch.device('cuda', 0) if torch.cuda.is_available() else torch.device('cpu')\n",
+    # not a distributed program
+    "import torch\n\ndevice = torch.device('cuda', 0)\n",
+    # a CPU device
+    "import torch\nimport torch.distributed as dist\n\ndist.init_process_group('gloo')\ndevice = torch.device('cpu')\n",
+]
+
+INVALID = [
+    (
+        "import os\n"
+        "import torch\n"
+        "import torch.distributed as dist\n"
+        "\n"
+        "\n"
+        "def setup():\n"
+        "    dist.init_process_group('gloo')\n"
+        "    return torch.device('cuda', int(os.environ['LOCAL_RANK']))\n",
+        "import os\n"
+        "import torch\n"
+        "import torch.distributed as dist\n"
+        "\n"
+        "\n"
+        "def setup():\n"
+        "    dist.init_process_group('gloo')\n"
+        "    return torch.device('cuda', int(os.environ['LOCAL_RANK'])) if torch.cuda.is_available() "
+        "else torch.device(\"cpu\")\n",
+    ),
+]
