@@ -31,6 +31,7 @@ STRUCTURAL_ANCHORS = [
     "Traceback (most recent call last)", 'File "', "Error", "Exception", "Exit", "Interrupt",
     "ERROR", "FAILED", "Fatal Python error", "Root Cause", "Failures:", "SIGTERM", "Segmentation fault",
     "Aborted", "Killed", "Timeout", "Timed out",
+    "terminated with",  # torch.multiprocessing.spawn: "Process 0 terminated with the following error:"
 ]
 # Structural regexes (each starts with a rare character): glog error/fatal lines (E1123 07:09:50,
 # [E1123 ...], c10's [E626 ...]; the torchrun agent's "failed (exitcode ...)" lines among them) and C++ crash

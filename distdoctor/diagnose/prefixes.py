@@ -13,8 +13,10 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # group "ts" (optional) a timestamp carried by the prefix itself. Tried in a loop, so nested
 # prefixes ("0: [rank0]:[E1123 ...]") are peeled one after the other.
 _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
-    # torch's per-rank prefix: [rank3]:
-    ("rank", re.compile(r"\[rank(?P<rank>\d+)\]:")),
+    # torch's per-rank prefix: [rank3]: (quoted in a thread, the colon is sometimes lost: "[rank8] Warning")
+    ("rank", re.compile(r"\[rank(?P<rank>\d+)\](?::|\s)")),
+    # markdown quote or heading marks pasted in front of torch's prefix: "> #[rank0]:[W403 ...]"
+    ("none", re.compile(r"[>#][>#\s]*(?=\[rank\d+\])")),
     # distdoctor.tracer: [07:40:06.417][+0.009s][R1/2][LR0][PID:30423]
     ("rank", re.compile(r"\[\d\d:\d\d:\d\d\.\d+\]\[\+[\d.]+s\]\[R(?P<rank>\d+)/\d+\]\[LR\d+\]\[PID:\d+\]\s?")),
     # olmo-core / composer style: [R0/2][LR0]
