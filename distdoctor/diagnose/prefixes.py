@@ -25,6 +25,8 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("rank", re.compile(r"(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4})\[(?P<rank>\d+)\]<std(?:out|err)>:")),
     # mpirun --tag-output without time: [1,3]<stderr>:
     ("rank", re.compile(r"\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:")),
+    # Ray's worker prefix: (CommandActor pid=552, ip=10.130.6.168) or (pid=552) (names a process, not a rank)
+    ("none", re.compile(r"\((?:[A-Za-z_][\w.:-]* )?pid=\d+(?:, ip=[\w.:-]+)?\)\s?")),
     # NCCL debug lines: host:pid:tid [device] NCCL ... (a device index, not a rank: peeled only)
     ("none", re.compile(r"[A-Za-z][\w.-]*:\d+:\d+ \[(?P<rank>\d+)\] ")),
     # olmo-core style: 2025-06-16 16:58:45.173<TAB>g3053:1<TAB>...
