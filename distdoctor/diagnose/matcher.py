@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as sre_c  # type: ignore[no-redef]
 
 from distdoctor import paths
-from distdoctor.diagnose import preconditions
+from distdoctor.diagnose import preconditions, versions
 from distdoctor.diagnose.rank_values import ranks_differ, values_in
 from distdoctor.knowledge import Entry, KnowledgeError, load_entries
 
@@ -225,6 +225,7 @@ class Matcher:
         # Lines that show a patch's precondition (a device bound by the global rank, a get_future call)
         # are read even when no signature names them.
         words.update(preconditions.anchors())
+        words.update(versions.ANCHORS)  # version lines (driver vs build CUDA) are read too
         # Signatures without any literal are searched over whole blocks with their own regex.
         self.unanchored = [s for s in self.signatures if not s.anchors]
         self.prefilter_words = words
