@@ -53,3 +53,17 @@ def test_spawn_names_the_failing_process():
            "    fn(i, *args)\n"
            "AttributeError: 'NoneType' object has no attribute 'config'\n")
     assert diagnose_text(log)["first_failure"]["rank"] == 0
+
+
+def test_one_process_on_two_gpus_points_at_foreign_allocation():
+    # nvidia-smi's process rows quoted from
+    # https://discuss.pytorch.org/t/train-with-nn-distributeddataparallel-gpu0-will-occupy-much-more-memory-memory/66080
+    rows = ("|    2      8538      C   /usr/bin/python3                            8025MiB |\n"
+            "**|    2      8539      C   /usr/bin/python3                            1369MiB |**\n"
+            "|    3      8539      C   /usr/bin/python3                            8037MiB |\n")
+    r = diagnose_text(rows)
+    ids = [c["id"] for c in r["causes"]]
+    assert ids[:2] == ["torch_load_no_map_location", "local_rank_device"]
+    assert r["causes"][0]["level"] == "structural" and "GPUs 2, 3" in r["causes"][0]["evidence"][0]["proves"]
+    # one process per GPU is a healthy job: no such evidence
+    assert all(c["level"] != "structural" for c in diagnose_text(rows.splitlines()[0] + "\n")["causes"])

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as sre_c  # type: ignore[no-redef]
 
 from distdoctor import paths
-from distdoctor.diagnose import preconditions, versions
+from distdoctor.diagnose import gpu_processes, preconditions, versions
 from distdoctor.diagnose.rank_values import ranks_differ, values_in
 from distdoctor.knowledge import Entry, KnowledgeError, load_entries
 
@@ -226,6 +226,7 @@ class Matcher:
         # are read even when no signature names them.
         words.update(preconditions.anchors())
         words.update(versions.ANCHORS)  # version lines (driver vs build CUDA) are read too
+        words.update(gpu_processes.ANCHORS)  # and nvidia-smi's process rows
         # Signatures without any literal are searched over whole blocks with their own regex.
         self.unanchored = [s for s in self.signatures if not s.anchors]
         self.prefilter_words = words
