@@ -67,3 +67,12 @@ def test_one_process_on_two_gpus_points_at_foreign_allocation():
     assert r["causes"][0]["level"] == "structural" and "GPUs 2, 3" in r["causes"][0]["evidence"][0]["proves"]
     # one process per GPU is a healthy job: no such evidence
     assert all(c["level"] != "structural" for c in diagnose_text(rows.splitlines()[0] + "\n")["causes"])
+
+
+def test_collective_mismatch_names_its_reporting_rank():
+    # https://github.com/Lightning-AI/pytorch-lightning/issues/19106: torch's ProcessGroupWrapper names its own
+    # rank first ("Rank <self> is running collective: ..., but Rank <other> is running ...")
+    from distdoctor.diagnose.prefixes import message_rank
+    line = ("RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+            "CollectiveFingerPrint(SequenceNumber=21, OpType=BROADCAST, TensorShape=[1], TensorDtypes=Long, ")
+    assert message_rank(line) == 1

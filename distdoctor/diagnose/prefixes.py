@@ -65,9 +65,11 @@ _PATH_RANK = [
 
 
 # torch names the reporting rank inside some messages of an unprefixed line: "... store based barrier on
-# rank: 7, for key ...", "[Rank 0]: ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ...". Not "Rank 1 failed to
-# pass" or "Rank 1 is running collective": those name another rank.
-_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|^\s*\[Rank (?P<b>\d+)\]|\[PG [^\]]*\bRank (?P<c>\d+)\]")
+# rank: 7, for key ...", "[Rank 0]: ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ...", and the collective
+# mismatch, which names the reporting rank first ("... on ranks. Rank 1 is running collective: ..., but Rank 0
+# is running ...", ProcessGroupWrapper). Not "Rank 1 failed to pass": that names another rank.
+_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|^\s*\[Rank (?P<b>\d+)\]|\[PG [^\]]*\bRank (?P<c>\d+)\]"
+                           r"|collectives on ranks\. Rank (?P<d>\d+) is running collective")
 
 
 def message_rank(body: str) -> int | None:
@@ -75,7 +77,7 @@ def message_rank(body: str) -> int | None:
     if "ank" not in body:
         return None
     m = _MESSAGE_RANK.search(body)
-    return int(m["a"] or m["b"] or m["c"]) if m else None
+    return int(m["a"] or m["b"] or m["c"] or m["d"]) if m else None
 
 
 def strip_ansi(text: str) -> str:
