@@ -76,3 +76,14 @@ def test_collective_mismatch_names_its_reporting_rank():
     line = ("RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
             "CollectiveFingerPrint(SequenceNumber=21, OpType=BROADCAST, TensorShape=[1], TensorDtypes=Long, ")
     assert message_rank(line) == 1
+
+
+def test_launcher_and_logger_prefixes_before_torchs():
+    """Parser cases: pdsh (DeepSpeed's multi-node runner) puts the host in front of torch's prefix, Lightning
+    writes [rank: N], a logger a bracketed time stamp; an exception name is never taken for a host."""
+    assert split_prefix("worker-1: [rank3]: RuntimeError: CUDA error: invalid device ordinal")[0] == 3
+    assert split_prefix("10.0.0.7: [default2]:Traceback (most recent call last):")[0] == 2
+    assert split_prefix("[rank: 1] Seed set to 42")[0] == 1
+    rank, ts, _ = split_prefix("[2024-11-20 14:37:16,123] [rank3]: RuntimeError: x")
+    assert rank == 3 and ts[:6] == (2024, 11, 20, 14, 37, 16)
+    assert split_prefix("RuntimeError: [rank3]: x")[0] is None

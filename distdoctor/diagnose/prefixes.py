@@ -15,6 +15,10 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     # torch's per-rank prefix: [rank3]: (quoted in a thread, the colon is sometimes lost: "[rank8] Warning")
     ("rank", re.compile(r"\[rank(?P<rank>\d+)\](?::|\s)")),
+    # Lightning's rank prefix: [rank: 1] ...
+    ("rank", re.compile(r"\[rank: ?(?P<rank>\d+)\]:?\s?")),
+    # a host name in front of a per-rank prefix (pdsh / DeepSpeed's multi-node launcher): "worker-1: [rank3]: ..."
+    ("none", re.compile(r"(?![\w.]*(?:Error|Exception|Warning|Exit|Interrupt):)(?:[A-Za-z][\w.-]*|\d{1,3}(?:\.\d{1,3}){3}): (?=\[(?:rank\d+|rank: ?\d+|[A-Za-z_]+\d+)\]:?)")),
     # markdown quote or heading marks pasted in front of torch's prefix: "> #[rank0]:[W403 ...]"
     ("none", re.compile(r"[>#][>#\s]*(?=\[rank\d+\])")),
     # distdoctor.tracer: [07:40:06.417][+0.009s][R1/2][LR0][PID:30423]
@@ -32,7 +36,7 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     # olmo-core style: 2025-06-16 16:58:45.173<TAB>g3053:1<TAB>...
     ("rank", re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s+[A-Za-z][\w.-]*:(?P<rank>\d{1,5})\s")),
     # a logger's timestamp in front of torch's rank prefix: 2024-11-20 14:37:16 [rank3]: (peeled, time kept)
-    ("time", re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s+(?=\[rank\d+\]:)")),
+    ("time", re.compile(r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]?\s+(?=\[rank\d+\]:)")),
     # torchrun --tee / --role prefixes: [default0]:, [trainer3]:
     ("local", re.compile(r"\[(?!rank\d)[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]:")),
     # srun --label: "3: "
