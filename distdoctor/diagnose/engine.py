@@ -6,7 +6,7 @@ import io
 import zlib
 from collections import defaultdict
 
-from distdoctor.diagnose import calibrate, preconditions, structure
+from distdoctor.diagnose import calibrate, gpu_processes, preconditions, structure, versions
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
@@ -20,6 +20,7 @@ MAX_EVIDENCE = 5
 ECHO_BONUS = 8.0
 KEYWORD_WEIGHT = 2.0
 THIN_SCORE = 4.0
+VERSION_WEIGHT = 5.0     # a driver older than the build's CUDA, read from version lines
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
 SIMILAR_WEIGHT = 1.5     # the best BM25 neighbour's cause
 HEAD_BYTES = 16384       # of the input kept for retrieval
@@ -40,6 +41,8 @@ class _Tally:
         self.patch_shown: dict[str, dict] = {}  # patch id -> the first line showing its precondition
         self.structural: dict[str, list[dict]] = defaultdict(list)  # cause -> structural evidence
         self.structural_scores: dict[str, float] = defaultdict(float)
+        self.versions = versions.VersionFacts()  # driver and build CUDA versions the log states
+        self.gpus = gpu_processes.GpuProcesses()  # nvidia-smi's process rows
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
@@ -78,6 +81,9 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 hits = matcher.match_line(text)
                 if structure.MISMATCH in text:
                     hits = _read_mismatch(text, src.name, line_no, rank, hits, tally, matcher)
+                where = {"file": src.name, "line": line_no, "rank": rank}
+                tally.versions.read(text, where)
+                tally.gpus.read(text, where)
                 for patch in preconditions.met_in(text):
                     tally.patch_shown.setdefault(patch, {"file": src.name, "line": line_no, "text": text[:500]})
                 if matcher.conditions:
@@ -185,6 +191,17 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         # only the agent saw the first failure (a kill with no message of its own); the workers' errors are echoes
         scores[ECHO_CAUSE] += ECHO_BONUS
 
+    too_old = tally.versions.too_old()
+    if too_old and versions.CAUSE in matcher.entries:
+        tally.structural[versions.CAUSE] += too_old
+        tally.structural_scores[versions.CAUSE] += VERSION_WEIGHT
+    foreign = tally.gpus.foreign()
+    if foreign is not None:
+        proves, rows = foreign
+        for cause, weight in gpu_processes.CAUSES:
+            if cause in matcher.entries:
+                tally.structural[cause] += [{**r, "kind": "structural", "proves": proves} for r in rows[:MAX_EVIDENCE]]
+                tally.structural_scores[cause] += weight
     for cause, sc in tally.structural_scores.items():
         scores[cause] += sc
     context_hits: list[dict] = []

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as sre_c  # type: ignore[no-redef]
 
 from distdoctor import paths
-from distdoctor.diagnose import preconditions
+from distdoctor.diagnose import gpu_processes, preconditions, versions
 from distdoctor.diagnose.rank_values import ranks_differ, values_in
 from distdoctor.knowledge import Entry, KnowledgeError, load_entries
 
@@ -31,6 +31,7 @@ STRUCTURAL_ANCHORS = [
     "Traceback (most recent call last)", 'File "', "Error", "Exception", "Exit", "Interrupt",
     "ERROR", "FAILED", "Fatal Python error", "Root Cause", "Failures:", "SIGTERM", "Segmentation fault",
     "Aborted", "Killed", "Timeout", "Timed out",
+    "terminated with",  # torch.multiprocessing.spawn: "Process 0 terminated with the following error:"
 ]
 # Structural regexes (each starts with a rare character): glog error/fatal lines (E1123 07:09:50,
 # [E1123 ...], c10's [E626 ...]; the torchrun agent's "failed (exitcode ...)" lines among them) and C++ crash
@@ -224,6 +225,8 @@ class Matcher:
         # Lines that show a patch's precondition (a device bound by the global rank, a get_future call)
         # are read even when no signature names them.
         words.update(preconditions.anchors())
+        words.update(versions.ANCHORS)  # version lines (driver vs build CUDA) are read too
+        words.update(gpu_processes.ANCHORS)  # and nvidia-smi's process rows
         # Signatures without any literal are searched over whole blocks with their own regex.
         self.unanchored = [s for s in self.signatures if not s.anchors]
         self.prefilter_words = words

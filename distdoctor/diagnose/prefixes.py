@@ -13,8 +13,14 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # group "ts" (optional) a timestamp carried by the prefix itself. Tried in a loop, so nested
 # prefixes ("0: [rank0]:[E1123 ...]") are peeled one after the other.
 _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
-    # torch's per-rank prefix: [rank3]:
-    ("rank", re.compile(r"\[rank(?P<rank>\d+)\]:")),
+    # torch's per-rank prefix: [rank3]: (quoted in a thread, the colon is sometimes lost: "[rank8] Warning")
+    ("rank", re.compile(r"\[rank(?P<rank>\d+)\](?::|\s)")),
+    # Lightning's rank prefix: [rank: 1] ...
+    ("rank", re.compile(r"\[rank: ?(?P<rank>\d+)\]:?\s?")),
+    # a host name in front of a per-rank prefix (pdsh / DeepSpeed's multi-node launcher): "worker-1: [rank3]: ..."
+    ("none", re.compile(r"(?![\w.]*(?:Error|Exception|Warning|Exit|Interrupt):)(?:[A-Za-z][\w.-]*|\d{1,3}(?:\.\d{1,3}){3}): (?=\[(?:rank\d+|rank: ?\d+|[A-Za-z_]+\d+)\]:?)")),
+    # markdown quote or heading marks pasted in front of torch's prefix: "> #[rank0]:[W403 ...]"
+    ("none", re.compile(r"[>#][>#\s]*(?=\[rank\d+\])")),
     # distdoctor.tracer: [07:40:06.417][+0.009s][R1/2][LR0][PID:30423]
     ("rank", re.compile(r"\[\d\d:\d\d:\d\d\.\d+\]\[\+[\d.]+s\]\[R(?P<rank>\d+)/\d+\]\[LR\d+\]\[PID:\d+\]\s?")),
     # olmo-core / composer style: [R0/2][LR0]
@@ -23,12 +29,14 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("rank", re.compile(r"(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4})\[(?P<rank>\d+)\]<std(?:out|err)>:")),
     # mpirun --tag-output without time: [1,3]<stderr>:
     ("rank", re.compile(r"\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:")),
+    # Ray's worker prefix: (CommandActor pid=552, ip=10.130.6.168) or (pid=552) (names a process, not a rank)
+    ("none", re.compile(r"\((?:[A-Za-z_][\w.:-]* )?pid=\d+(?:, ip=[\w.:-]+)?\)\s?")),
     # NCCL debug lines: host:pid:tid [device] NCCL ... (a device index, not a rank: peeled only)
     ("none", re.compile(r"[A-Za-z][\w.-]*:\d+:\d+ \[(?P<rank>\d+)\] ")),
     # olmo-core style: 2025-06-16 16:58:45.173<TAB>g3053:1<TAB>...
     ("rank", re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s+[A-Za-z][\w.-]*:(?P<rank>\d{1,5})\s")),
     # a logger's timestamp in front of torch's rank prefix: 2024-11-20 14:37:16 [rank3]: (peeled, time kept)
-    ("time", re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s+(?=\[rank\d+\]:)")),
+    ("time", re.compile(r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]?\s+(?=\[rank\d+\]:)")),
     # torchrun --tee / --role prefixes: [default0]:, [trainer3]:
     ("local", re.compile(r"\[(?!rank\d)[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]:")),
     # srun --label: "3: "
@@ -61,9 +69,11 @@ _PATH_RANK = [
 
 
 # torch names the reporting rank inside some messages of an unprefixed line: "... store based barrier on
-# rank: 7, for key ...", "[Rank 0]: ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ...". Not "Rank 1 failed to
-# pass" or "Rank 1 is running collective": those name another rank.
-_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|^\s*\[Rank (?P<b>\d+)\]|\[PG [^\]]*\bRank (?P<c>\d+)\]")
+# rank: 7, for key ...", "[Rank 0]: ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ...", and the collective
+# mismatch, which names the reporting rank first ("... on ranks. Rank 1 is running collective: ..., but Rank 0
+# is running ...", ProcessGroupWrapper). Not "Rank 1 failed to pass": that names another rank.
+_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|^\s*\[Rank (?P<b>\d+)\]|\[PG [^\]]*\bRank (?P<c>\d+)\]"
+                           r"|collectives on ranks\. Rank (?P<d>\d+) is running collective")
 
 
 def message_rank(body: str) -> int | None:
@@ -71,7 +81,7 @@ def message_rank(body: str) -> int | None:
     if "ank" not in body:
         return None
     m = _MESSAGE_RANK.search(body)
-    return int(m["a"] or m["b"] or m["c"]) if m else None
+    return int(m["a"] or m["b"] or m["c"] or m["d"]) if m else None
 
 
 def strip_ansi(text: str) -> str:
