@@ -1,0 +1,35 @@
+"""DD402: `torch.load` without `map_location` in a distributed program.
+
+A checkpoint saved from cuda:0 loads onto cuda:0 on every rank: all ranks allocate on GPU 0 (out of memory
+there, or a silent device mix). Pass `map_location="cpu"` or the rank's own device.
+"""
+
+from __future__ import annotations
+
+from distdoctor.check import api
+from distdoctor.check.base import FileResult, RuleInfo
+
+RULE = RuleInfo("DD402", "torch_load_no_map_location", "torch.load without map_location in a distributed program",
+                "warning")
+
+
+def check(model, out: FileResult) -> None:
+    if not api.is_distributed(model):
+        return
+    for site in model.sites:
+        if site.name != "torch.load" or api.first_arg(site, "map_location", 1) is not None:
+            continue
+        if any(a.star for a in site.node.args):
+            continue
+        out.add(model, site.node, RULE, "torch.load without map_location: tensors saved from cuda:0 load onto "
+                                        "cuda:0 on every rank; pass map_location='cpu' or this rank's device")
+
+
+VALID = [
+    "import torch\nimport torch.distributed as dist\nstate = torch.load('ckpt.pt', map_location='cpu')\n",
+    "import torch\nstate = torch.load('ckpt.pt')\n",  # not a distributed program
+]
+
+INVALID = [
+    ("import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\nstate = torch.load('ckpt.pt')\n", 4),
+]
