@@ -25,14 +25,16 @@ FULL_STATE = frozenset({"get_model_state_dict", "get_optimizer_state_dict", "get
 DDP_WRAPPERS = frozenset({"DistributedDataParallel", "DDP"})
 SHARDED_WRAPPERS = frozenset({"FullyShardedDataParallel", "FSDP", "fully_shard"})
 DISTRIBUTED_MARKERS = ("torch.distributed", "init_process_group", "DistributedDataParallel", "LOCAL_RANK",
-                       "accelerate", "deepspeed", "get_rank", "FullyShardedDataParallel", "fully_shard",
-                       "lightning", "DistributedSampler", "torchrun", "mp.spawn", "is_main_process")
+                       "get_rank(", "FullyShardedDataParallel", "fully_shard", "DistributedSampler", "is_main_process")
+DISTRIBUTED_IMPORTS = ("torch.distributed", "accelerate", "deepspeed", "lightning", "pytorch_lightning",
+                       "torch.nn.parallel")
 SAVE_IDENTS = frozenset({"save", "save_pretrained", "save_to_disk", "save_file"})
 
 
 def is_distributed(model: FileModel) -> bool:
     """The file takes part in a multi-process program (it uses torch.distributed or a launcher's variables)."""
-    return model.mentions(*DISTRIBUTED_MARKERS)
+    return model.mentions(*DISTRIBUTED_MARKERS) or any(
+        v.startswith(DISTRIBUTED_IMPORTS) for v in model.imports.values())
 
 
 class Wrapped:

@@ -117,13 +117,13 @@ def check_file(path: str, label: str | None = None, codes: Sequence[str] | None 
 def finish(results: list[FileResult], rules: Sequence[ModuleType]) -> list[Finding]:
     """Repository-wide steps and pending findings of one group of files (one PATH argument)."""
     marks = set().union(*(r.marks for r in results)) if results else set()
-    guarded_only = _guarded_only(results)
+    repo_guarded_only = _guarded_only(results)
     findings = [f for r in results for f in r.findings]
     for r in results:
         for p in r.pending:
             if p.unless & marks or (p.when and not p.when & marks):
                 continue
-            if p.func and p.func in guarded_only:
+            if p.func and p.func in _guarded_only([r], repo_guarded_only):
                 continue
             findings.append(p.finding)
     for rule in rules:
@@ -133,14 +133,17 @@ def finish(results: list[FileResult], rules: Sequence[ModuleType]) -> list[Findi
     return sorted({f for f in findings if not _suppressed(f, by_path.get(f.path))}, key=Finding.sort_key)
 
 
-def _guarded_only(results: list[FileResult]) -> set[str]:
-    """Functions every call of which (at least one) runs on some ranks only."""
+def _guarded_only(results: list[FileResult], fallback: set[str] | None = None) -> set[str]:
+    """Functions every call of which (at least one) runs on some ranks only. With `fallback`, a function
+    this file never calls is judged by the repository's calls (the fallback set)."""
     guarded: set[str] = set()
     open_: set[str] = set()
     for r in results:
         guarded |= r.extra.get("guarded_calls", set())
         open_ |= r.extra.get("open_calls", set())
-    return guarded - open_
+    if fallback is None:
+        return guarded - open_
+    return (guarded - open_) | {f for f in fallback if f not in guarded and f not in open_}
 
 
 def _suppressed(f: Finding, result: FileResult | None) -> bool:

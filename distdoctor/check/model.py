@@ -10,6 +10,7 @@ QualifiedNameProvider answers for imported names at a tenth of its cost; the che
 
 from __future__ import annotations
 
+import builtins
 import re
 import sys
 from dataclasses import dataclass, field
@@ -42,6 +43,11 @@ EXTERNAL = frozenset(sys.stdlib_module_names) | frozenset({
     "lightning", "pytorch_lightning", "torchvision", "tiktoken", "requests", "safetensors", "huggingface_hub",
     "mlflow", "tensorboard", "scipy", "pandas", "sklearn", "PIL", "einops", "timm", "fsspec", "boto3", "omegaconf",
     "hydra", "apex", "triton", "psutil", "matplotlib"})
+BUILTINS = frozenset(dir(builtins))
+MODULE_METHODS = frozenset({"train", "eval", "to", "cuda", "cpu", "forward", "parameters", "named_parameters",
+                            "state_dict", "load_state_dict", "zero_grad", "step", "backward", "apply", "half",
+                            "float", "item", "append", "get", "update", "format", "join", "__init__"})
+LOCKS = frozenset({"FileLock", "SoftFileLock", "lock", "Lock", "file_lock", "filelock"})
 NAN_CHECKS = frozenset({"isnan", "isinf", "isfinite", "is_nan", "has_nan"})
 
 
@@ -52,7 +58,7 @@ class Guard:
 
     polarity: str
     text: str  # the condition as written, `if rank == 0` / `@rank_zero_only` / `return when rank != 0`
-    line: int
+    node: cst.CSTNode | None  # the `if` (or function) it comes from; FileModel.pos gives its line
     kind: str = "if"  # if | exit | decorator
 
 
@@ -61,14 +67,16 @@ class Func:
     name: str
     cls: str | None
     node: cst.CSTNode | None
-    line: int
     guard: Guard | None = None  # a rank-zero-only decorator
     no_grad: bool = False  # @torch.no_grad() / @torch.inference_mode()
     params: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
-        return self.name
+        """How calls name it (see FileModel.callee_key); a constructor is called by its class name."""
+        if self.cls is None:
+            return f"fn:{self.name}"
+        return f"fn:{self.cls}" if self.name == "__init__" else f"meth:{self.name}"
 
 
 @dataclass(eq=False)
@@ -121,13 +129,14 @@ class FileModel:
         self.functions: list[Func] = []
         self.classes: dict[str, cst.ClassDef] = {}
         self.loops: list[tuple[cst.CSTNode, Func, str]] = []  # (For/While, function, target text)
-        self.discarded: set[int] = set()  # ids of calls whose result is thrown away (an expression statement)
+        self.discarded: set[int] = set()
+        self.subscripts: list[cst.Subscript] = []  # ids of calls whose result is thrown away (an expression statement)
         self._positions = None
         self._rank_names: set[str] = set()
-        self._main_names: set[str] = set()
+        self._flag_names: dict[str, str] = {}  # `should_log = get_rank() == metrics_rank` -> some
         self._collect_imports()
         self._collect_rank_names()
-        top = Func("<module>", None, None, 1)
+        top = Func("<module>", None, None)
         self.functions.append(top)
         self._block(self.module.body, _Ctx(top), ())
 
@@ -144,8 +153,27 @@ class FileModel:
         return text if len(text) <= 60 else text[:57] + "..."
 
     # ---- names ----
+    def _statements(self, body) -> Iterator[cst.CSTNode]:
+        """Every small statement (imports, assignments, ...) under body, through compound statements, without
+        descending into expressions (libcst's `children` is the expensive part of a walk)."""
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                yield from stmt.body
+                continue
+            for part in (getattr(stmt, "body", None), getattr(stmt, "orelse", None), getattr(stmt, "finalbody", None)):
+                while isinstance(part, cst.If):  # elif chains
+                    yield from self._statements(part.body.body)
+                    part = part.orelse
+                if part is not None and hasattr(part, "body"):
+                    inner = part.body
+                    yield from self._statements(inner if isinstance(inner, (list, tuple)) else inner.body
+                                                if hasattr(inner, "body") else ())
+            for handler in getattr(stmt, "handlers", ()):
+                yield from self._statements(handler.body.body)
+
     def _collect_imports(self) -> None:
-        for node in walk(self.module):
+        self._small = list(self._statements(self.module.body))
+        for node in self._small:
             if isinstance(node, cst.Import):
                 for alias in node.names:
                     full = cst.helpers.get_full_name_for_node(alias.name) or ""
@@ -174,7 +202,7 @@ class FileModel:
     def _collect_rank_names(self) -> None:
         """Names assigned a rank (`r = dist.get_rank()`) or a main-process flag (`master = rank == 0`)."""
         for _ in range(2):
-            for node in walk(self.module):
+            for node in self._small:
                 if not isinstance(node, (cst.Assign, cst.AnnAssign)) or node.value is None:
                     continue
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
@@ -184,8 +212,10 @@ class FileModel:
                         continue
                     if self.is_rank_value(node.value):
                         self._rank_names.add(ident)
-                    elif self.rank_test(node.value) is not None and self.rank_test(node.value).polarity == "main":
-                        self._main_names.add(ident)
+                    elif isinstance(node.value, (cst.Comparison, cst.UnaryOperation, cst.BooleanOperation)):
+                        guard = self.rank_test(node.value)
+                        if guard is not None:
+                            self._flag_names[ident] = guard.polarity
 
     def is_rank_value(self, node: cst.CSTNode) -> bool:
         """A global or local rank: a rank-named variable or attribute, get_rank(), int(os.environ["RANK"])."""
@@ -213,12 +243,12 @@ class FileModel:
         if ident is None:
             return False
         low = ident.lower()
-        return (bool(MAIN_FLAG.match(low)) and low not in NOT_MAIN_FLAGS) or ident in self._main_names
+        return (bool(MAIN_FLAG.match(low)) and low not in NOT_MAIN_FLAGS) or self._flag_names.get(ident) == "main"
 
     def rank_test(self, test: cst.BaseExpression) -> Guard | None:
         """The guard a condition puts on its body, or None when every rank takes the same branch."""
         polarity = self._polarity(test)
-        return Guard(polarity, f"if {self.code(test)}", 0) if polarity else None
+        return Guard(polarity, f"if {self.code(test)}", None) if polarity else None
 
     def _polarity(self, test: cst.BaseExpression) -> str | None:
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
@@ -231,6 +261,9 @@ class FileModel:
             return found[0] if len(set(found)) == 1 else "some"
         if self.is_main_flag(test):
             return "main"
+        flag = _ident(test) if isinstance(test, (cst.Name, cst.Attribute)) else None
+        if flag in self._flag_names:
+            return self._flag_names[flag]
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
             left, comp = test.left, test.comparisons[0]
             right = comp.comparator
@@ -285,12 +318,11 @@ class FileModel:
         if what is None:
             return None
         guard = self.rank_test(stmt.test)
-        line = self.pos(stmt)[0]
         if guard is not None:
             flipped = {"main": "others", "others": "main"}.get(guard.polarity, guard.polarity)
-            guard = Guard(flipped, f"{what} under {guard.text}", line, "exit")
+            guard = Guard(flipped, f"{what} under {guard.text}", stmt, "exit")
         elif self.nan_test(stmt.test):
-            guard = Guard("data", f"{what} under if {self.code(stmt.test)}", line, "exit")
+            guard = Guard("data", f"{what} under if {self.code(stmt.test)}", stmt, "exit")
         else:
             return None
         self.exits.append(Exit(stmt, what, guard, ctx.func, ctx.loop, index, ctx.loop_index))
@@ -310,14 +342,13 @@ class FileModel:
         if isinstance(stmt, cst.If):
             self._expr(stmt.test, ctx, index)
             guard = self.rank_test(stmt.test)
-            line = self.pos(stmt)[0] if guard else 0
-            inner = ctx.with_guard(Guard(guard.polarity, guard.text, line) if guard else None)
+            inner = ctx.with_guard(Guard(guard.polarity, guard.text, stmt) if guard else None)
             self._block(stmt.body.body, inner, index)
             if stmt.orelse is not None:
                 other = None
                 if guard is not None:
                     flipped = {"main": "others", "others": "main"}.get(guard.polarity, guard.polarity)
-                    other = Guard(flipped, f"else of {guard.text}", line)
+                    other = Guard(flipped, f"else of {guard.text}", stmt)
                 if isinstance(stmt.orelse, cst.If):
                     self._stmt(stmt.orelse, ctx.with_guard(other), index)
                 else:
@@ -349,8 +380,8 @@ class FileModel:
                 ident = _ident(item.item.func) if isinstance(item.item, cst.Call) else _ident(item.item)
                 if ident in ("no_grad", "inference_mode"):
                     inner.no_grad = True
-                if ident in MAIN_FIRST:
-                    inner.main_first = True
+                if ident in MAIN_FIRST or ident in LOCKS:
+                    inner.main_first = True  # the main process goes first, or one process at a time
             self._block(stmt.body.body, inner, index)
             return
         if isinstance(stmt, cst.Try):
@@ -367,16 +398,15 @@ class FileModel:
 
     def _function(self, node: cst.FunctionDef, ctx: "_Ctx") -> None:
         guard, no_grad = None, False
-        line = self.pos(node)[0]
         for dec in node.decorators:
             ident = _ident(dec.decorator.func) if isinstance(dec.decorator, cst.Call) else _ident(dec.decorator)
             if ident in RANK_ZERO_DECORATORS:
-                guard = Guard("main", f"@{ident}", line, "decorator")
+                guard = Guard("main", f"@{ident}", node, "decorator")
             if ident in ("no_grad", "inference_mode"):
                 no_grad = True
             self._expr(dec.decorator, ctx, ())
         params = tuple(p.name.value for p in node.params.params)
-        func = Func(node.name.value, ctx.cls, node, line, guard, no_grad, params)
+        func = Func(node.name.value, ctx.cls, node, guard, no_grad, params)
         self.functions.append(func)
         inner = _Ctx(func, guard=guard, no_grad=no_grad)
         self._block(node.body.body if isinstance(node.body, cst.IndentedBlock) else node.body.body, inner, ())
@@ -387,6 +417,8 @@ class FileModel:
             current = stack.pop()
             if isinstance(current, (cst.Lambda,)):
                 continue
+            if isinstance(current, cst.Subscript):
+                self.subscripts.append(current)
             if isinstance(current, cst.Call):
                 name = self.dotted(current.func)
                 ident = _ident(current.func) or ""
@@ -399,20 +431,22 @@ class FileModel:
 
     # ---- queries rules share ----
     def callee_key(self, site: Site) -> str | None:
-        """The name under which a call may reach a function of this repository: `f` for `f()`, `m` for
-        `self.m()`, `obj.m()` and `utils.m()`; None for calls into the standard library or a well-known
-        package (`torch.save`, `os.makedirs`), whose names must not match the repository's own functions."""
+        """The name under which a call may reach a function of this repository: `fn:f` for `f()` and
+        `utils.f()`, `meth:m` for `self.m()` and `obj.m()`; None for calls into the standard library or a
+        well-known package (`torch.save`, `os.makedirs`) and for nn.Module's own methods (`model.train()`)."""
         func = site.node.func
         if isinstance(func, cst.Name):
             origin = self.imports.get(func.value, "")
-            return None if origin.split(".")[0] in EXTERNAL else func.value
+            if origin.split(".")[0] in EXTERNAL or (not origin and func.value in BUILTINS):
+                return None
+            return f"fn:{func.value}"
         if isinstance(func, cst.Attribute):
             root = func.value
             while isinstance(root, (cst.Attribute, cst.Call, cst.Subscript)):
                 root = root.func if isinstance(root, cst.Call) else root.value
-            if isinstance(root, cst.Name) and self.imports.get(root.value, "").split(".")[0] in EXTERNAL:
-                return None
-            return func.attr.value
+            if isinstance(root, cst.Name) and root.value in self.imports:
+                return None if self.imports[root.value].split(".")[0] in EXTERNAL else f"fn:{func.attr.value}"
+            return None if func.attr.value in MODULE_METHODS else f"meth:{func.attr.value}"
         return None
 
     def calls(self, *idents: str) -> Iterator[Site]:
@@ -456,7 +490,7 @@ class _Ctx:
         new = self.copy()
         if guard is not None:
             if new.guard is not None and new.guard.polarity != guard.polarity:
-                guard = Guard("some", guard.text, guard.line, guard.kind)
+                guard = Guard("some", guard.text, guard.node, guard.kind)
             new.guard = new.guard if new.guard is not None and guard.polarity == new.guard.polarity else guard
         return new
 

@@ -12,5 +12,5 @@ def on_every_rank(model, site) -> bool:
 
 def report(model, out, rule, site, message: str) -> None:
     """Pending: dropped when every call of the enclosing function is rank-guarded."""
-    func = site.func.name if site.func.name != "<module>" else None
+    func = site.func.key if site.func.name != "<module>" else None
     out.add_pending(model, site.node, rule, message, unless=set(), func=func)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from distdoctor.check import api
 from distdoctor.check.base import FileResult, RuleInfo
+from distdoctor.check.rules._everyone import report
 
 RULE = RuleInfo("DD402", "torch_load_no_map_location", "torch.load without map_location in a distributed program",
                 "warning")
@@ -19,9 +20,11 @@ def check(model, out: FileResult) -> None:
     for site in model.sites:
         if site.name != "torch.load" or api.first_arg(site, "map_location", 1) is not None:
             continue
-        if any(a.star for a in site.node.args):
-            continue
-        out.add(model, site.node, RULE, "torch.load without map_location: tensors saved from cuda:0 load onto "
+        path = api.first_arg(site, "f", 0)
+        if any(a.star for a in site.node.args) or path is None or any(
+                w in model.code(path).lower() for w in ("meta", "json", "config", "args", "hparams", "feat")):
+            continue  # metadata or features, not tensors saved from a GPU
+        report(model, out, RULE, site, "torch.load without map_location: tensors saved from cuda:0 load onto "
                                         "cuda:0 on every rank; pass map_location='cpu' or this rank's device")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from distdoctor.check import api
 from distdoctor.check.base import FileResult, Finding, RuleInfo
+from distdoctor.check.model import EXTERNAL
 
 RULE = RuleInfo("DD101", "rank_conditional_collective",
                 "collective, barrier, DDP/FSDP forward or checkpoint save reached on some ranks only")
@@ -40,7 +41,7 @@ def check(model, out: FileResult) -> None:
     direct: dict[str, list] = {}
     for site, what in what_by_site.items():
         if site.guard is None:
-            direct.setdefault(site.func.name, []).append((what, model.pos(site.node)[0]))
+            direct.setdefault(site.func.key, []).append(what)
             continue
         if site.guard.polarity == "data":
             continue
@@ -48,27 +49,31 @@ def check(model, out: FileResult) -> None:
             continue  # a subgroup collective under a membership test
         if _balanced(model, site, what_by_site):
             continue
-        out.add(model, site.node, RULE, f"{what} runs on some ranks only ({_where(site.guard)}); the other "
+        out.add(model, site.node, RULE, f"{what} runs on some ranks only ({_where(model, site.guard)}); the other "
                                         f"ranks never join it and the job hangs until the timeout")
     # facts for the repository-wide call graph
     calls, guarded_calls = {}, []
+    # positions cost a pass over the whole file: keep the guarded calls that can reach this repository's
+    # functions (defined here, or imported from a module that is not a known package)
+    local = {f.key for f in model.functions[1:]} | {f"fn:{name}" for name, origin in model.imports.items()
+                                                    if origin.split(".")[0] not in EXTERNAL}
     for site in model.sites:
         key = model.callee_key(site)
-        if site in what_by_site or not key or key == "print":
+        if site in what_by_site or not key:
             continue
         if site.guard is None:
-            calls.setdefault(site.func.name, set()).add(key)
-        elif site.guard.polarity != "data":
+            calls.setdefault(site.func.key, set()).add(key)
+        elif site.guard.polarity != "data" and key in local:
             line, col = model.pos(site.node)
-            guarded_calls.append((key, line, col, _where(site.guard), site.func.name))
+            guarded_calls.append((key, line, col, _where(model, site.guard), site.func.key))
     defs = {}
     for func in model.functions[1:]:
-        defs.setdefault(func.name, []).append((func.line, func.guard is not None))
+        defs.setdefault(func.key, []).append(func.guard is not None)
     out.extra[RULE.code] = {"direct": direct, "calls": calls, "guarded": guarded_calls, "defs": defs}
 
 
-def _where(guard) -> str:
-    return f"{guard.text}, line {guard.line}" if guard.line else guard.text
+def _where(model, guard) -> str:
+    return f"{guard.text}, line {model.pos(guard.node)[0]}" if guard.node is not None else guard.text
 
 
 def finish(results: list[FileResult]) -> list[Finding]:
@@ -78,22 +83,21 @@ def finish(results: list[FileResult]) -> list[Finding]:
     reach: dict[tuple[str, str], str] = {}
     for r, f in facts:
         for name, sites in f["direct"].items():
-            what, line = sites[0]
-            reach[(r.path, name)] = f"{what} ({_short(r.path)}:{line})"
+            reach[(r.path, name)] = f"{sites[0]} (in {_short(r.path)})"
         for name, entries in f["defs"].items():
-            for _, decorated in entries:
+            for decorated in entries:
                 defs.setdefault(name, []).append((r.path, "decorated" if decorated else None))
     changed = True
     while changed:
         changed = False
         for r, f in facts:
             for name, callees in f["calls"].items():
-                if (r.path, name) in reach or name == "<module>":
+                if (r.path, name) in reach or name == "fn:<module>":
                     continue
                 for callee in sorted(callees):
                     target = _reaches(callee, defs, reach)
                     if target:
-                        reach[(r.path, name)] = f"{callee}() -> {target}"
+                        reach[(r.path, name)] = f"{_bare(callee)}() -> {target}"
                         changed = True
                         break
     out = []
@@ -102,7 +106,7 @@ def finish(results: list[FileResult]) -> list[Finding]:
             target = _reaches(callee, defs, reach)
             if target:
                 out.append(Finding(r.path, line, col, RULE.code, RULE.cause,
-                                   f"{callee}() reaches {target} on some ranks only ({where}); the other ranks "
+                                   f"{_bare(callee)}() reaches {target} on some ranks only ({where}); the other ranks "
                                    f"never join it and the job hangs until the timeout", RULE.severity))
     return out
 
@@ -114,6 +118,10 @@ def _reaches(callee: str, defs, reach) -> str | None:
         return None
     found = [reach.get((path, callee)) for path, _ in places]
     return found[0] if all(found) else None
+
+
+def _bare(key: str) -> str:
+    return key.split(":", 1)[-1]
 
 
 def _short(path: str) -> str:

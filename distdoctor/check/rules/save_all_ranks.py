@@ -13,7 +13,7 @@ from distdoctor.check import api
 from distdoctor.check.base import FileResult, RuleInfo
 from distdoctor.check.model import ident
 from distdoctor.check.rules._everyone import on_every_rank, report
-from distdoctor.patching.cstutil import literal_text
+from distdoctor.patching.cstutil import literal_text, walk
 
 RULE = RuleInfo("DD301", "checkpoint_all_ranks", "torch.save or a file write of one path on every rank")
 
@@ -34,6 +34,20 @@ def _target(model, site) -> cst.BaseExpression | None:
     return None
 
 
+def _values(model, site, path) -> list:
+    """The path expression and, for names, what they were assigned in the same function (two steps)."""
+    out, todo = [], [path]
+    for _ in range(3):
+        nxt = []
+        for v in todo:
+            out.append(v)
+            for n in walk(v):
+                if isinstance(n, cst.Name):
+                    nxt += [a.value for a in model.assigns if n.value in a.targets and a.func is site.func]
+        todo = nxt
+    return out
+
+
 def check(model, out: FileResult) -> None:
     for site in model.sites:
         if site.ident not in ("save", "save_pretrained", "save_to_disk", "open"):
@@ -41,9 +55,15 @@ def check(model, out: FileResult) -> None:
         path = _target(model, site)
         if path is None or not on_every_rank(model, site):
             continue
-        if api.mentions_rank(model, path) or (ident(path) or "").lower().endswith(BUFFERS) or \
-                "devnull" in model.code(path) or isinstance(path, cst.Call) and ident(path.func) == "BytesIO":
+        values = _values(model, site, path)
+        if any(api.mentions_rank(model, v) or (ident(v) or "").lower().endswith(BUFFERS) or "devnull" in model.code(v)
+               or isinstance(v, cst.Call) and ident(v.func) in ("BytesIO", "StringIO", "TemporaryDirectory",
+                                                                "mkdtemp", "NamedTemporaryFile", "mkstemp")
+               for v in values):
             continue
+        if site.ident == "open" and any(isinstance(n, cst.Name) and n.value in site.func.params
+                                        for v in values for n in walk(v)):
+            continue  # a path the caller chose (it may carry the rank): judged where it is built
         if api.barrier_before(model, site) and site.ident != "open":
             continue
         what = "opens" if site.ident == "open" else "saves to"

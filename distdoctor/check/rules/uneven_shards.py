@@ -26,22 +26,32 @@ def _world(model, node) -> bool:
                                      "ddp_world_size", "get_world_size", "num_gpus", "ngpus")
 
 
+DATA = ("data", "file", "sample", "item", "indice", "index", "line", "path", "shard", "example", "prompt", "batch",
+        "record", "doc", "url", "image", "text", "token", "dataset", "list")
+
+
+def _data(node) -> bool:
+    """The split thing is a list of work items (files, samples, prompts), not a weight or activation."""
+    name = (ident(node) or "").lower()
+    return any(w in name for w in DATA) and "weight" not in name and "bias" not in name
+
+
 def check(model, out: FileResult) -> None:
     if "rank" not in model.source.lower():
         return
-    for node in walk(model.module):
-        if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+    for node in model.subscripts:
+        if len(node.slice) != 1:
             continue
         part = node.slice[0].slice
         if isinstance(part, cst.Slice) and part.lower is not None and part.step is not None and part.upper is None:
             trimmed = isinstance(node.value, cst.Subscript) and isinstance(node.value.slice[0].slice, cst.Slice)
-            if model.is_rank_value(part.lower) and _world(model, part.step) and not trimmed:
+            if model.is_rank_value(part.lower) and _world(model, part.step) and not trimmed and _data(node.value):
                 out.add(model, node, RULE, f"{model.code(node)} gives the first len % world_size ranks one item "
                                            f"more: they run an extra step whose collectives the others never join; "
                                            f"trim to a multiple of the world size")
         elif isinstance(part, cst.Index) and model.is_rank_value(part.value) and isinstance(node.value, cst.Call) \
                 and ident(node.value.func) in SPLITS and len(node.value.args) >= 2 \
-                and _world(model, node.value.args[1].value):
+                and _world(model, node.value.args[1].value) and _data(node.value.args[0].value):
             out.add(model, node, RULE, f"{model.code(node)}: {ident(node.value.func)} makes pieces of unequal size "
                                        f"when the length is not a multiple of the world size; ranks then run "
                                        f"different numbers of steps")

@@ -34,7 +34,8 @@ def _skips(forward: cst.FunctionDef) -> str | None:
             names = {n.value for n in walk(stmt.test) if isinstance(n, cst.Name)}
             random = any(isinstance(n, cst.Call) and ident(n.func) in ("rand", "random", "uniform") for n in walk(stmt.test))
             if names & inputs or random:
-                for attr in _self_calls(stmt.body):
+                other = _self_calls(stmt.orelse) if stmt.orelse is not None else set()
+                for attr in _self_calls(stmt.body) ^ other:
                     branch_only.setdefault(attr, model_code(stmt.test))
     for stmt in forward.body.body:
         if not isinstance(stmt, cst.If):
