@@ -123,9 +123,16 @@ def guarded(site: Site) -> bool:
 
 
 def barrier_before(model: FileModel, site: Site) -> bool:
-    """A barrier earlier in the same function: the balanced main-process-first pattern."""
-    return any(s.func is site.func and s.stmt_index < site.stmt_index and s.ident in
-               ("barrier", "wait_for_everyone", "monitored_barrier") for s in model.sites)
+    """The main process went first in this function: a barrier the other ranks wait at before this call
+    (`if rank != 0: barrier()`), or the same call made on the main process earlier (then a barrier)."""
+    for s in model.sites:
+        if s.func is not site.func or not s.stmt_index < site.stmt_index or s.guard is None:
+            continue
+        if s.ident in ("barrier", "wait_for_everyone", "monitored_barrier") and s.guard.polarity != "main":
+            return True
+        if s.ident == site.ident and s.guard.polarity == "main":
+            return True
+    return False
 
 
 def first_arg(site: Site, name: str, pos: int) -> cst.BaseExpression | None:
