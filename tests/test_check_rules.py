@@ -54,3 +54,12 @@ def test_call_graph_crosses_files():
     found = finish([check_source(a, "evalutil.py", [mod]), check_source(b, "train.py", [mod])], [mod])
     assert [(f.path, f.line) for f in found] == [("train.py", 4)]
     assert "evaluate() reaches dist.all_reduce" in found[0].message
+
+
+def test_findings_at_names_the_line(tmp_path):
+    from distdoctor.check import findings_at
+
+    (tmp_path / "train.py").write_text("import torch.distributed as dist\nif dist.get_rank() == 0:\n"
+                                       "    dist.barrier()\n")
+    assert [f.code for f in findings_at(str(tmp_path / "train.py"), 3)] == ["DD101"]
+    assert findings_at(str(tmp_path / "train.py"), 2) == []
