@@ -13,13 +13,13 @@ from __future__ import annotations
 import builtins
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from distdoctor.patching.cstutil import get_arg, literal_text, walk
+from distdoctor.patching.cstutil import literal_text, walk
 
 # ---- what counts as a rank value ------------------------------------------------------------------
 
@@ -532,7 +532,3 @@ def _is_none(node: cst.CSTNode) -> bool:
 
 def ident(node: cst.CSTNode | None) -> str | None:
     return _ident(node)
-
-
-def arg(call: cst.Call, name: str, pos: int | None = None) -> cst.Arg | None:
-    return get_arg(call, name, pos)

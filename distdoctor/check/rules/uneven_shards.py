@@ -12,7 +12,6 @@ import libcst as cst
 
 from distdoctor.check.base import FileResult, RuleInfo
 from distdoctor.check.model import ident
-from distdoctor.patching.cstutil import walk
 
 RULE = RuleInfo("DD202", "dataloader_uneven", "hand-made per-rank shards of unequal length", "warning")
 
