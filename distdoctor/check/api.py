@@ -117,6 +117,22 @@ def mentions_rank(model: FileModel, node: cst.CSTNode) -> bool:
                if isinstance(n, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)))
 
 
+def values_of(model: FileModel, site: Site, expr: cst.CSTNode) -> list[cst.CSTNode]:
+    """expr and, for the names in it, what they were assigned in the same function (up to three steps)."""
+    from distdoctor.patching.cstutil import walk
+
+    out, todo = [], [expr]
+    for _ in range(3):
+        nxt = []
+        for v in todo:
+            out.append(v)
+            for n in walk(v):
+                if isinstance(n, cst.Name):
+                    nxt += [a.value for a in model.assigns if n.value in a.targets and a.func is site.func]
+        todo = nxt
+    return out
+
+
 def guarded(site: Site) -> bool:
     """Runs on some ranks only, or after the main process went first."""
     return site.guard is not None or site.main_first

@@ -48,6 +48,11 @@ MODULE_METHODS = frozenset({"train", "eval", "to", "cuda", "cpu", "forward", "pa
                             "state_dict", "load_state_dict", "zero_grad", "step", "backward", "apply", "half",
                             "float", "item", "append", "get", "update", "format", "join", "__init__"})
 LOCKS = frozenset({"FileLock", "SoftFileLock", "lock", "Lock", "file_lock", "filelock"})
+# `if not ddp:` / `if fabric is None:` / `if world_size == 1:` -- the single-process branch, rank 0's only
+DIST_FLAGS = frozenset({"ddp", "is_distributed", "distributed", "use_ddp", "is_ddp", "multi_gpu", "use_distributed",
+                        "is_dist_avail_and_initialized", "is_initialized", "dist_initialized"})
+DIST_HANDLES = frozenset({"fabric", "accelerator", "process_group", "strategy", "pg"})
+WORLD_IDENTS = frozenset({"world_size", "ddp_world_size", "num_processes", "get_world_size", "num_replicas"})
 NAN_CHECKS = frozenset({"isnan", "isinf", "isfinite", "is_nan", "has_nan"})
 
 
@@ -251,6 +256,17 @@ class FileModel:
         return Guard(polarity, f"if {self.code(test)}", None) if polarity else None
 
     def _polarity(self, test: cst.BaseExpression) -> str | None:
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and (
+                _ident(test.expression.func if isinstance(test.expression, cst.Call) else test.expression)
+                in DIST_FLAGS):
+            return "main"  # not distributed: this process is the only one
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            left, comp = test.left, test.comparisons[0]
+            op = type(comp.operator).__name__
+            lid = _ident(left.func if isinstance(left, cst.Call) else left)
+            if (lid in DIST_HANDLES and op == "Is" and _is_none(comp.comparator)) or (
+                    lid in WORLD_IDENTS and op in ("Equal", "LessThanEqual") and _int(comp.comparator) == 1):
+                return "main"
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             inner = self._polarity(test.expression)
             return {"main": "others", "others": "main"}.get(inner, inner) if inner else None

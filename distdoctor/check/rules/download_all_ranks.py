@@ -36,8 +36,8 @@ def check(model, out: FileResult) -> None:
         what = _what(model, site)
         if what is None or not on_every_rank(model, site) or api.barrier_before(model, site):
             continue
-        if any(api.mentions_rank(model, a.value) for a in site.node.args):
-            continue
+        if any(api.mentions_rank(model, v) for a in site.node.args for v in api.values_of(model, site, a.value)):
+            continue  # a per-rank path
         report(model, out, RULE, site, f"{what} runs on every rank at once: they race on the same files; do it on "
                                        f"the main process, barrier(), then read it everywhere")
 
@@ -50,6 +50,9 @@ VALID = [
     "import torch.distributed as dist\nimport torchvision\n\ndef data(rank):\n    if rank != 0:\n        dist.barrier()\n"
     "    ds = torchvision.datasets.MNIST('data', download=True)\n    if rank == 0:\n        dist.barrier()\n    return ds\n",
     "import os\nimport torch.distributed as dist\nos.makedirs('out', exist_ok=True)\n",
+    # a per-rank folder
+    "import torch.distributed as dist\nimport torchvision\n\ndef data(path, rank):\n    path = path / str(rank)\n"
+    "    return torchvision.datasets.CIFAR10(path, download=True)\n",
     "import torchvision\nwith accelerator.main_process_first():\n    ds = torchvision.datasets.CIFAR10('d', download=True)\n",
 ]
 

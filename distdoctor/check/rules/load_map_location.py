@@ -14,6 +14,10 @@ RULE = RuleInfo("DD402", "torch_load_no_map_location", "torch.load without map_l
                 "warning")
 
 
+CHECKPOINT_WORDS = ("ckpt", "checkpoint", "resume", "snapshot", "state_dict", "optim")
+NOT_CHECKPOINT = ("meta", "json", "config", "args", "hparams", "feat", "data", "token", "vocab")
+
+
 def check(model, out: FileResult) -> None:
     if not api.is_distributed(model):
         return
@@ -21,9 +25,12 @@ def check(model, out: FileResult) -> None:
         if site.name != "torch.load" or api.first_arg(site, "map_location", 1) is not None:
             continue
         path = api.first_arg(site, "f", 0)
-        if any(a.star for a in site.node.args) or path is None or any(
-                w in model.code(path).lower() for w in ("meta", "json", "config", "args", "hparams", "feat")):
-            continue  # metadata or features, not tensors saved from a GPU
+        if any(a.star for a in site.node.args) or path is None or api.guarded(site) or \
+                api.first_arg(site, "mmap", 99) is not None:
+            continue
+        text = " ".join(model.code(v) for v in api.values_of(model, site, path)).lower()
+        if not any(w in text for w in CHECKPOINT_WORDS) or any(w in text for w in NOT_CHECKPOINT):
+            continue  # data, metadata or features: not known to hold tensors saved from a GPU
         report(model, out, RULE, site, "torch.load without map_location: tensors saved from cuda:0 load onto "
                                         "cuda:0 on every rank; pass map_location='cpu' or this rank's device")
 
@@ -31,6 +38,8 @@ def check(model, out: FileResult) -> None:
 VALID = [
     "import torch\nimport torch.distributed as dist\nstate = torch.load('ckpt.pt', map_location='cpu')\n",
     "import torch\nstate = torch.load('ckpt.pt')\n",  # not a distributed program
+    # data prepared on the CPU, not a checkpoint
+    "import torch\nimport torch.distributed as dist\ntrain_data = torch.load(data_dir / 'train.pt')\n",
 ]
 
 INVALID = [

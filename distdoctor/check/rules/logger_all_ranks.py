@@ -35,6 +35,10 @@ VALID = [
     "wandb.init(project='p', mode='online' if rank == 0 else 'disabled')\n",
     "from torch.utils.tensorboard import SummaryWriter\nimport torch.distributed as dist\n"
     "writer = SummaryWriter('runs') if dist.get_rank() == 0 else None\n",
+    # the logger class is built after an early return on the ranks that do not log (torchtitan)
+    "from torch.utils.tensorboard import SummaryWriter\nimport torch.distributed as dist\n\nclass TB:\n"
+    "    def __init__(self, d):\n        self.writer = SummaryWriter(d)\n\ndef build(metrics_rank):\n"
+    "    should_log = dist.get_rank() == metrics_rank\n    if not should_log:\n        return None\n    return TB('runs')\n",
 ]
 
 INVALID = [

@@ -147,6 +147,10 @@ VALID = [
     # torch.distributed.checkpoint on every rank
     "import torch.distributed.checkpoint as dcp\n\ndef save(state, rank):\n    dcp.save(state, checkpoint_id='ckpt')\n"
     "    if rank == 0:\n        print('saved')\n",
+    # a method named like nn.Module.train is not the repository's train() (litgpt's generate_example)
+    "import torch.distributed as dist\n\ndef train(fabric):\n    fabric.barrier()\n\n"
+    "def generate_example(fabric, model):\n    model.train()\n\nif fabric.global_rank == 0:\n"
+    "    generate_example(fabric, model)\n",
     # a subgroup collective under a membership test
     "import torch.distributed as dist\nif rank in ranks:\n    dist.all_reduce(t, group=g)\n",
 ]
@@ -160,6 +164,9 @@ INVALID = [
     # DDP forward on rank 0 only
     ("from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(net)\n"
      "if dist.get_rank() == 0:\n    out = model(x)\n", 4),
+    # FSDP full state dict gathered on rank 0 only
+    ("from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nmodel = FSDP(net)\n"
+     "if dist.get_rank() == 0:\n    torch.save(model.state_dict(), 'full.pt')\n", 4),
     # a rank-zero-only function that saves a sharded checkpoint
     ("import torch.distributed.checkpoint as dcp\n\n@rank_zero_only\ndef save(state):\n"
      "    dcp.save(state, checkpoint_id='ckpt')\n", 5),

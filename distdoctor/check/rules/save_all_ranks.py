@@ -34,20 +34,6 @@ def _target(model, site) -> cst.BaseExpression | None:
     return None
 
 
-def _values(model, site, path) -> list:
-    """The path expression and, for names, what they were assigned in the same function (two steps)."""
-    out, todo = [], [path]
-    for _ in range(3):
-        nxt = []
-        for v in todo:
-            out.append(v)
-            for n in walk(v):
-                if isinstance(n, cst.Name):
-                    nxt += [a.value for a in model.assigns if n.value in a.targets and a.func is site.func]
-        todo = nxt
-    return out
-
-
 def check(model, out: FileResult) -> None:
     for site in model.sites:
         if site.ident not in ("save", "save_pretrained", "save_to_disk", "open"):
@@ -55,7 +41,7 @@ def check(model, out: FileResult) -> None:
         path = _target(model, site)
         if path is None or not on_every_rank(model, site):
             continue
-        values = _values(model, site, path)
+        values = api.values_of(model, site, path)
         if any(api.mentions_rank(model, v) or (ident(v) or "").lower().endswith(BUFFERS) or "devnull" in model.code(v)
                or isinstance(v, cst.Call) and ident(v.func) in ("BytesIO", "StringIO", "TemporaryDirectory",
                                                                 "mkdtemp", "NamedTemporaryFile", "mkstemp")
@@ -84,6 +70,17 @@ VALID = [
     "    torch.save(m.state_dict(), 'ckpt.pt')\n",
     # not a distributed program
     "import torch\ntorch.save(model.state_dict(), 'ckpt.pt')\n",
+    # the single-process branch (litgpt's API)
+    "import torch\nimport lightning as L\n\ndef save(self, path):\n    if self.fabric is None:\n"
+    "        torch.save(self.state_dict(), path)\n",
+    # one rank at a time under a file lock (nanochat's download helper)
+    "import torch.distributed as dist\nfrom filelock import FileLock\nwith FileLock('f.lock'):\n"
+    "    with open('shard.bin', 'wb') as f:\n        f.write(data)\n",
+    # a path the caller chose (improved-diffusion's logger gets per-rank file names)
+    "import torch.distributed as dist\n\nclass Log:\n    def __init__(self, filename):\n"
+    "        self.file = open(filename, 'wt')\n",
+    # an in-memory buffer
+    "import io\nimport torch\nimport torch.distributed as dist\nmem_file = io.BytesIO()\ntorch.save(ckpt, mem_file)\n",
 ]
 
 INVALID = [
