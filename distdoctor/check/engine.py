@@ -79,7 +79,8 @@ def check_source(source: str, path: str = "<string>", rules: Sequence[ModuleType
         rule.check(model, result)
     keys = [(model.callee_key(s), s) for s in model.sites]
     result.extra["guarded_calls"] = {k for k, s in keys if k and s.guard is not None and s.guard.polarity != "data"}
-    result.extra["open_calls"] = {k for k, s in keys if k and s.guard is None and not s.main_first}
+    result.extra["open_calls"] = {k for k, s in keys if k and (s.guard is None or s.guard.polarity == "data")
+                                  and not s.main_first}
     if "noqa" in text or "distdoctor:" in text:
         _suppressions(model.module, model, result)
     return result

@@ -51,7 +51,7 @@ LOCKS = frozenset({"FileLock", "SoftFileLock", "lock", "Lock", "file_lock", "fil
 # `if not ddp:` / `if fabric is None:` / `if world_size == 1:` -- the single-process branch, rank 0's only
 DIST_FLAGS = frozenset({"ddp", "is_distributed", "distributed", "use_ddp", "is_ddp", "multi_gpu", "use_distributed",
                         "is_dist_avail_and_initialized", "is_initialized", "dist_initialized"})
-DIST_HANDLES = frozenset({"fabric", "accelerator", "process_group", "strategy", "pg"})
+DIST_HANDLES = frozenset({"fabric", "accelerator"})
 WORLD_IDENTS = frozenset({"world_size", "ddp_world_size", "num_processes", "get_world_size", "num_replicas"})
 NAN_CHECKS = frozenset({"isnan", "isinf", "isfinite", "is_nan", "has_nan"})
 
@@ -59,7 +59,9 @@ NAN_CHECKS = frozenset({"isnan", "isinf", "isfinite", "is_nan", "has_nan"})
 @dataclass(frozen=True)
 class Guard:
     """Why a statement runs on some ranks only: `main` (rank 0 / the main process), `others` (every rank
-    but 0), `some` (another subset), `data` (a per-rank value such as the local loss being NaN)."""
+    but 0), `some` (another subset), `data` (a per-rank value such as the local loss being NaN), `solo`
+    (the single-process branch, `if world_size == 1` / `if not ddp`: every rank of a distributed run takes
+    the same side, and in a single process there is nobody to race with)."""
 
     polarity: str
     text: str  # the condition as written, `if rank == 0` / `@rank_zero_only` / `return when rank != 0`
@@ -259,14 +261,14 @@ class FileModel:
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and (
                 _ident(test.expression.func if isinstance(test.expression, cst.Call) else test.expression)
                 in DIST_FLAGS):
-            return "main"  # not distributed: this process is the only one
+            return "solo"  # not distributed: this process is the only one
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
             left, comp = test.left, test.comparisons[0]
             op = type(comp.operator).__name__
             lid = _ident(left.func if isinstance(left, cst.Call) else left)
             if (lid in DIST_HANDLES and op == "Is" and _is_none(comp.comparator)) or (
                     lid in WORLD_IDENTS and op in ("Equal", "LessThanEqual") and _int(comp.comparator) == 1):
-                return "main"
+                return "solo"
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             inner = self._polarity(test.expression)
             return {"main": "others", "others": "main"}.get(inner, inner) if inner else None
@@ -334,6 +336,8 @@ class FileModel:
         if what is None:
             return None
         guard = self.rank_test(stmt.test)
+        if guard is not None and guard.polarity == "solo":
+            return None
         if guard is not None:
             flipped = {"main": "others", "others": "main"}.get(guard.polarity, guard.polarity)
             guard = Guard(flipped, f"{what} under {guard.text}", stmt, "exit")
@@ -362,7 +366,7 @@ class FileModel:
             self._block(stmt.body.body, inner, index)
             if stmt.orelse is not None:
                 other = None
-                if guard is not None:
+                if guard is not None and guard.polarity != "solo":
                     flipped = {"main": "others", "others": "main"}.get(guard.polarity, guard.polarity)
                     other = Guard(flipped, f"else of {guard.text}", stmt)
                 if isinstance(stmt.orelse, cst.If):
@@ -504,7 +508,9 @@ class _Ctx:
 
     def with_guard(self, guard: Guard | None) -> "_Ctx":
         new = self.copy()
-        if guard is not None:
+        if guard is not None and new.guard is not None and "solo" in (guard.polarity, new.guard.polarity):
+            new.guard = guard if new.guard.polarity == "solo" else new.guard
+        elif guard is not None:
             if new.guard is not None and new.guard.polarity != guard.polarity:
                 guard = Guard("some", guard.text, guard.node, guard.kind)
             new.guard = new.guard if new.guard is not None and guard.polarity == new.guard.polarity else guard

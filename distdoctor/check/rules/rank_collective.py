@@ -40,7 +40,7 @@ def check(model, out: FileResult) -> None:
             what_by_site[site] = what
     direct: dict[str, list] = {}
     for site, what in what_by_site.items():
-        if site.guard is None:
+        if site.guard is None or site.guard.polarity == "solo":
             direct.setdefault(site.func.key, []).append(what)
             continue
         if site.guard.polarity == "data":
@@ -61,7 +61,7 @@ def check(model, out: FileResult) -> None:
         key = model.callee_key(site)
         if site in what_by_site or not key:
             continue
-        if site.guard is None:
+        if site.guard is None or site.guard.polarity == "solo":
             calls.setdefault(site.func.key, set()).add(key)
         elif site.guard.polarity != "data" and key in local:
             line, col = model.pos(site.node)
@@ -151,6 +151,10 @@ VALID = [
     "import torch.distributed as dist\n\ndef train(fabric):\n    fabric.barrier()\n\n"
     "def generate_example(fabric, model):\n    model.train()\n\nif fabric.global_rank == 0:\n"
     "    generate_example(fabric, model)\n",
+    # the single-process shortcut (DETR, DINO, nanochat): every rank of a distributed run takes the same side
+    "import torch.distributed as dist\n\ndef reduce(t, world_size):\n    if world_size == 1:\n        return t\n"
+    "    dist.all_reduce(t)\n    return t\n\ndef sync():\n    if not is_dist_avail_and_initialized():\n"
+    "        return\n    dist.barrier()\n",
     # a subgroup collective under a membership test
     "import torch.distributed as dist\nif rank in ranks:\n    dist.all_reduce(t, group=g)\n",
 ]
