@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import resource
 import sys
 from pathlib import Path
@@ -69,6 +70,18 @@ def main() -> int:
         print(f"TorchFix --select ALL: {tfx:8.2f} s wall {tfx_cpu:8.2f} s CPU  (exit {rc})")
         print(f"TorchFix / distdoctor = {tfx / ours:.1f}x wall, {tfx_cpu / max(ours_cpu, 1e-9):.1f}x CPU   "
               f"(target >= 10x)")
+        # the planted hazards: what each tool reports on the programs that misbehave for real
+        planted = sorted(str(p) for p in (ROOT / "evals" / "programs").glob("check_*.py"))
+        _, _, _, tout = timed_cpu([sys.executable, "-m", "torchfix", "--select", "ALL", *planted],
+                                  env={"PYTHONPATH": str(args.torchfix_target)})
+        _, _, _, oout = timed_cpu([sys.executable, str(ROOT / "scripts" / "check_repo.py"), "--format", "json",
+                                   *planted])
+        ours_planted = len(json.loads(oout)) if oout.strip().startswith("[") else None
+        tfx_planted = sum(1 for line in tout.splitlines() if re.match(r".+:\d+:\d+", line))
+        results.update(planted_programs=len(planted), planted_torchfix_findings=tfx_planted,
+                       planted_distdoctor_findings=ours_planted)
+        print(f"planted hazards ({len(planted)} programs): TorchFix {tfx_planted} finding(s), "
+              f"distdoctor {ours_planted}")
     OUT.mkdir(parents=True, exist_ok=True)
     name = "bench_check" + (f"_{Path(args.subset).name}" if args.subset else "") + ".json"
     (OUT / name).write_text(json.dumps(results, indent=2) + "\n")
