@@ -88,3 +88,10 @@ def test_progress_only_when_asked(tmp_path):
     (tmp_path / "good.py").write_text(GOOD)
     assert "[check] 1/1 files" in run(str(tmp_path), "--progress").stderr
     assert "1/1 files" not in run(str(tmp_path)).stderr
+
+
+def test_symlinks_are_skipped_not_errors(tmp_path):
+    (tmp_path / "good.py").write_text(GOOD)
+    (tmp_path / "link.py").symlink_to(tmp_path / "good.py")
+    proc = run(str(tmp_path))
+    assert proc.returncode == 0 and "link.py: skipped: symbolic link, not followed" in proc.stderr

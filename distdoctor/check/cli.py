@@ -71,8 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     show = args.progress or (sys.stderr.isatty() and args.format == "text")
     result = check_paths([os.fspath(p) for p in args.paths], _split(args.select), _split(args.ignore),
                          jobs=args.jobs, include_tests=args.include_tests, progress=_progress if show else None)
+    errors = [(p, r) for p, r in result.errors if not r.startswith("symbolic link")]
     for path, reason in result.errors:
-        print(f"{path}: error: {reason}", file=sys.stderr)
+        kind = "error" if (path, reason) in errors else "skipped"
+        print(f"{path}: {kind}: {reason}", file=sys.stderr)
     out = {"text": lambda: report.text(result.findings), "json": lambda: report.as_json(result.findings),
            "github": lambda: report.github(result.findings),
            "sarif": lambda: report.sarif(result.findings, rules)}[args.format]()
@@ -80,9 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.flush()
     if args.format == "text":
         n = len(result.findings)
-        print(f"[check] {n} finding(s) in {result.files} file(s); {len(result.errors)} error(s)"
+        print(f"[check] {n} finding(s) in {result.files} file(s); {len(errors)} error(s)"
               + (f"; skipped {len(result.skipped_tests)} test file(s)" if result.skipped_tests else ""),
               file=sys.stderr)
-    if result.errors:
+    if errors:  # a symbolic link met while walking is skipped (never followed), not an input error
         return EXIT_USAGE
     return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_CLEAN
