@@ -534,11 +534,23 @@ def syntax_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     out = []
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        kind = type(value)
+        if kind is list or kind is tuple:
+            out.extend(v for v in value if _is_node(type(v)))
+        elif _is_node(kind):
             out.append(value)
-        elif isinstance(value, (list, tuple)):
-            out.extend(v for v in value if isinstance(v, cst.CSTNode))
     return out
+
+
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    """issubclass(kind, CSTNode), cached: CSTNode is an ABC and isinstance on it is slow."""
+    known = _NODE_TYPES.get(kind)
+    if known is None:
+        known = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+    return known
 
 
 def _ident(node: cst.CSTNode | None) -> str | None:
