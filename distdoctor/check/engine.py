@@ -88,8 +88,11 @@ def check_source(source: str, path: str = "<string>", rules: Sequence[ModuleType
     return result
 
 
-def check_file(path: str, label: str | None = None, codes: Sequence[str] | None = None) -> FileResult:
-    """One file: read, refuse what is not UTF-8 Python text, check. Never raises for bad input."""
+def check_file(path: str, label: str | None = None, codes: Sequence[str] | None = None,
+               screened: bool = False) -> FileResult:
+    """One file: read, refuse what is not UTF-8 Python text, check. Never raises for bad input. With
+    `screened`, a file the cheap screen (distdoctor/check/screen.py) finds nothing in is not parsed: its
+    result has `extra["screened_out"]`, the names it defines, for the call graph to ask for it later."""
     label = label or path
     rules = registry.all_rules() if codes is None else [registry.get(c) for c in codes]
     try:
@@ -108,6 +111,14 @@ def check_file(path: str, label: str | None = None, codes: Sequence[str] | None 
         source = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return FileResult(label, error=f"not UTF-8 (invalid byte at offset {exc.start})")
+    if screened and any(s in source for s in PREFILTER):
+        from distdoctor.check.screen import screen
+
+        worth, defs = screen(source[1:] if source.startswith(BOM) else source)
+        if not worth:
+            result = FileResult(label)
+            result.extra["screened_out"] = defs
+            return result
     try:
         return check_source(source, label, rules)
     except cst.ParserSyntaxError as exc:
@@ -168,9 +179,36 @@ class Report:
     skipped_tests: list[str] = field(default_factory=list)
 
 
-def _run(args: tuple[str, tuple[str, ...]]) -> FileResult:
-    path, codes = args
-    return check_file(path, path, codes)
+def _run(args: tuple[str, tuple[str, ...], bool]) -> FileResult:
+    path, codes, screened = args
+    return check_file(path, path, codes, screened)
+
+
+def _wanted_names(results: list[FileResult]) -> set[str]:
+    """Bare names of the functions a rank-guarded call may reach: the guarded callees, then what those call,
+    and so on (the call graph needs their definitions, wherever they are)."""
+    calls: dict[str, set[str]] = {}
+    wanted: set[str] = set()
+    for r in results:
+        facts = r.extra.get("DD101") or {}
+        for caller, callees in facts.get("calls", {}).items():
+            calls.setdefault(caller.split(":", 1)[-1], set()).update(k.split(":", 1)[-1] for k in callees)
+        wanted |= {g[0].split(":", 1)[-1] for g in facts.get("guarded", [])}
+    frontier = set(wanted)
+    while frontier:
+        frontier = set().union(*(calls.get(n, set()) for n in frontier)) - wanted
+        wanted |= frontier
+    return wanted
+
+
+def _map(work: list, jobs: int, step: Callable[[FileResult], None]) -> None:
+    if jobs > 1 and len(work) > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for result in pool.map(_run, work, chunksize=max(1, min(16, len(work) // (jobs * 4) or 1))):
+                step(result)
+    else:
+        for item in work:
+            step(_run(item))
 
 
 def check_paths(roots: Sequence[str], select: Iterable[str] = (), ignore: Iterable[str] = (), jobs: int = 1,
@@ -192,24 +230,31 @@ def check_paths(roots: Sequence[str], select: Iterable[str] = (), ignore: Iterab
                 seen.add(real)
                 group.append(path)
         groups.append(group)
-    work = [(p, codes) for g in groups for p in g]
+    work = [(p, codes, True) for g in groups for p in g]
     report.files = len(work)
     results: dict[str, FileResult] = {}
     done = 0
-    if jobs > 1 and len(work) > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for result in pool.map(_run, work, chunksize=max(1, min(16, len(work) // (jobs * 4) or 1))):
-                results[result.path] = result
-                done += 1
-                if progress:
-                    progress(done, len(work))
-    else:
-        for item in work:
-            result = _run(item)
-            results[result.path] = result
-            done += 1
-            if progress:
-                progress(done, len(work))
+
+    def step(result: FileResult) -> None:
+        nonlocal done
+        results[result.path] = result
+        done += 1
+        if progress:
+            progress(min(done, len(work)), len(work))
+
+    _map(work, jobs, step)
+    # files the screen left out are parsed after all when a parsed file calls a function they define
+    while True:
+        parsed = [r for r in results.values() if "screened_out" not in r.extra]
+        wanted = _wanted_names(parsed)
+        again = [(r.path, codes, False) for r in results.values()
+                 if "screened_out" in r.extra and r.extra["screened_out"] & wanted]
+        if not again:
+            break
+        done -= len(again)
+        _map(again, jobs, step)
+    for r in results.values():
+        r.extra.pop("screened_out", None)
     for group in groups:
         members = [results[p] for p in group]
         report.errors += [(r.path, r.error) for r in members if r.error]
