@@ -63,3 +63,16 @@ def test_findings_at_names_the_line(tmp_path):
                                        "    dist.barrier()\n")
     assert [f.code for f in findings_at(str(tmp_path / "train.py"), 3)] == ["DD101"]
     assert findings_at(str(tmp_path / "train.py"), 2) == []
+
+
+def test_call_graph_follows_files_the_screen_left_out(tmp_path):
+    from distdoctor.check.engine import check_paths
+
+    (tmp_path / "train.py").write_text("import torch.distributed as dist\nfrom evalmod import evaluate\n"
+                                       "if dist.get_rank() == 0:\n    evaluate()\n")
+    (tmp_path / "evalmod.py").write_text("from util import helper\n\ndef evaluate():\n    return helper()\n")
+    (tmp_path / "util.py").write_text("import torch.distributed as dist\n\ndef helper():\n"
+                                      "    dist.all_reduce(t)\n")
+    found = check_paths([str(tmp_path)], select=["DD101"]).findings
+    assert [(f.path.rsplit("/", 1)[-1], f.line) for f in found] == [("train.py", 4)]
+    assert "evaluate() reaches helper() -> dist.all_reduce" in found[0].message

@@ -67,12 +67,14 @@ def _suppressions(module: cst.Module, model: FileModel, result: FileResult) -> N
             result.noqa[line] = None if codes is None or previous is None else previous | codes
 
 
-def check_source(source: str, path: str = "<string>", rules: Sequence[ModuleType] | None = None) -> FileResult:
-    """Every rule over one source text; raises libcst.ParserSyntaxError for unparsable input."""
+def check_source(source: str, path: str = "<string>", rules: Sequence[ModuleType] | None = None,
+                 prefilter: bool = True) -> FileResult:
+    """Every rule over one source text; raises libcst.ParserSyntaxError for unparsable input. Without
+    `prefilter`, a file with none of the prefilter words is parsed too (the call graph asked for it)."""
     rules = registry.all_rules() if rules is None else rules
     result = FileResult(path)
     text = source[1:] if source.startswith(BOM) else source
-    if not any(s in text for s in PREFILTER):
+    if prefilter and not any(s in text for s in PREFILTER):
         return result
     model = FileModel(text, path)
     for rule in rules:
@@ -89,10 +91,11 @@ def check_source(source: str, path: str = "<string>", rules: Sequence[ModuleType
 
 
 def check_file(path: str, label: str | None = None, codes: Sequence[str] | None = None,
-               screened: bool = False) -> FileResult:
+               screened: bool = False, wanted: bool = False) -> FileResult:
     """One file: read, refuse what is not UTF-8 Python text, check. Never raises for bad input. With
     `screened`, a file the cheap screen (distdoctor/check/screen.py) finds nothing in is not parsed: its
-    result has `extra["screened_out"]`, the names it defines, for the call graph to ask for it later."""
+    result has `extra["screened_out"]`, the names it defines, for the call graph to ask for it later;
+    `wanted` is that later call: the file is parsed whatever it contains."""
     label = label or path
     rules = registry.all_rules() if codes is None else [registry.get(c) for c in codes]
     try:
@@ -111,16 +114,19 @@ def check_file(path: str, label: str | None = None, codes: Sequence[str] | None 
         source = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return FileResult(label, error=f"not UTF-8 (invalid byte at offset {exc.start})")
-    if screened and any(s in source for s in PREFILTER):
-        from distdoctor.check.screen import screen
+    if screened:
+        from distdoctor.check.screen import def_names, screen
 
-        worth, defs = screen(source[1:] if source.startswith(BOM) else source)
+        if any(s in source for s in PREFILTER):
+            worth, defs = screen(source[1:] if source.startswith(BOM) else source)
+        else:  # nothing distributed in it; it may still relay a call to a function that is
+            worth, defs = False, def_names(source)
         if not worth:
             result = FileResult(label)
             result.extra["screened_out"] = defs
             return result
     try:
-        return check_source(source, label, rules)
+        return check_source(source, label, rules, prefilter=not wanted)
     except cst.ParserSyntaxError as exc:
         return FileResult(label, error=f"syntax error at line {exc.raw_line}, column {exc.raw_column}: "
                                        f"{exc.message.splitlines()[0] if exc.message else 'invalid syntax'}")
@@ -181,7 +187,7 @@ class Report:
 
 def _run(args: tuple[str, tuple[str, ...], bool]) -> FileResult:
     path, codes, screened = args
-    return check_file(path, path, codes, screened)
+    return check_file(path, path, codes, screened, wanted=not screened)
 
 
 def _wanted_names(results: list[FileResult]) -> set[str]:

@@ -33,6 +33,19 @@ def _rankish(node: ast.AST) -> bool:
     return False
 
 
+def def_names(text: str) -> frozenset[str]:
+    """Names after `def` / `class` at the start of a line: which functions a file that is not parsed may
+    define (a superset is fine: it only decides whether the call graph parses the file later)."""
+    out = set()
+    for line in text.splitlines():
+        words = line.lstrip().replace("(", " ").replace(":", " ").split()
+        if len(words) >= 2 and words[0] in ("def", "class"):
+            out.add(words[1])
+        elif len(words) >= 3 and words[:2] == ["async", "def"]:
+            out.add(words[2])
+    return frozenset(out)
+
+
 def screen(text: str) -> tuple[bool, frozenset[str]]:
     """(worth a libcst parse, names of the functions and classes the file defines)."""
     try:
