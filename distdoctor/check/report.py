@@ -67,7 +67,7 @@ def sarif(findings: list[Finding], rules) -> str:
         "level": "error" if f.severity == "error" else "warning",
         "message": {"text": f"{f.message} [{f.cause}]"},
         "locations": [{"physicalLocation": {
-            "artifactLocation": {"uri": f.path.lstrip("./") if f.path.startswith("./") else f.path},
+            "artifactLocation": {"uri": f.path[2:] if f.path.startswith("./") else f.path},
             "region": {"startLine": max(f.line, 1), "startColumn": max(f.col, 1)}}}],
         "properties": {"cause": f.cause, "reference": link(f.cause)},
     } for f in findings]
