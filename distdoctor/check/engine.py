@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Sequence
 import libcst as cst
 
 from distdoctor.check import rules as registry
+from distdoctor.check.api import is_distributed
 from distdoctor.check.base import FileResult, Finding
 from distdoctor.check.model import FileModel
 from distdoctor.patching.engine import BOM, MAX_FILE_BYTES, iter_python_files
@@ -81,8 +82,10 @@ def check_source(source: str, path: str = "<string>", rules: Sequence[ModuleType
         rule.check(model, result)
     keys = [(model.callee_key(s), s) for s in model.sites]
     result.extra["guarded_calls"] = {k for k, s in keys if k and s.guard is not None and s.guard.polarity != "data"}
+    # a call in a program that is not distributed (a chat script calling merge_lora) runs in one process:
+    # it does not make the function one that every rank runs
     result.extra["open_calls"] = {k for k, s in keys if k and (s.guard is None or s.guard.polarity == "data")
-                                  and not s.main_first}
+                                  and not s.main_first} if is_distributed(model) else set()
     could_report = result.findings or result.pending or any(
         isinstance(v, dict) and v.get("guarded") for v in result.extra.values())
     if could_report and ("noqa" in text or "distdoctor:" in text):
@@ -126,7 +129,14 @@ def check_file(path: str, label: str | None = None, codes: Sequence[str] | None 
             result.extra["screened_out"] = defs
             return result
     try:
-        return check_source(source, label, rules, prefilter=not wanted)
+        if not wanted:
+            return check_source(source, label, rules)
+        # parsed for the call graph only: the other rules keep the prefilter's verdict, and a file with no
+        # distributed word in it runs in one process (its calls do not make a function every rank's)
+        result = check_source(source, label, [r for r in rules if hasattr(r, "finish")], prefilter=False)
+        if not any(s in source for s in PREFILTER):
+            result.extra["open_calls"] = set()
+        return result
     except cst.ParserSyntaxError as exc:
         return FileResult(label, error=f"syntax error at line {exc.raw_line}, column {exc.raw_column}: "
                                        f"{exc.message.splitlines()[0] if exc.message else 'invalid syntax'}")
