@@ -201,14 +201,16 @@ def _run(args: tuple[str, tuple[str, ...], bool]) -> FileResult:
 
 
 def _wanted_names(results: list[FileResult]) -> set[str]:
-    """Bare names of the functions a rank-guarded call may reach: the guarded callees, then what those call,
-    and so on (the call graph needs their definitions, wherever they are)."""
+    """Bare names of the functions a rank-guarded call may reach: the guarded callees, then the plain
+    functions those call, and so on (the call graph needs their definitions, wherever they are). Method
+    calls met on the way (`obj.run()`) are not followed into unparsed files: their names are too common."""
     calls: dict[str, set[str]] = {}
     wanted: set[str] = set()
     for r in results:
         facts = r.extra.get("DD101") or {}
         for caller, callees in facts.get("calls", {}).items():
-            calls.setdefault(caller.split(":", 1)[-1], set()).update(k.split(":", 1)[-1] for k in callees)
+            calls.setdefault(caller.split(":", 1)[-1], set()).update(
+                k.split(":", 1)[-1] for k in callees if k.startswith("fn:"))
         wanted |= {g[0].split(":", 1)[-1] for g in facts.get("guarded", [])}
     frontier = set(wanted)
     while frontier:
