@@ -81,7 +81,7 @@ def test_no_files_is_clean_for_pre_commit():
     proc = run()
     assert proc.returncode == 0 and proc.stdout == ""
     hooks = (ROOT / ".pre-commit-hooks.yaml").read_text()
-    assert "scripts/check_repo.py" in hooks and "types: [python]" in hooks
+    assert "python -m distdoctor.check" in hooks and "types: [python]" in hooks
 
 
 def test_progress_only_when_asked(tmp_path):
