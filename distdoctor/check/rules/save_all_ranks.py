@@ -1,0 +1,91 @@
+"""DD301: `torch.save` (or `save_pretrained`, a file opened for writing) of one path on every rank.
+
+Every rank writes the same file at once: the writes interleave (a corrupt checkpoint) or the last rank
+wins with its own state. Guard the save with the main-process test (and a barrier before anyone reads
+it), or put the rank in the path; `torch.distributed.checkpoint` is the collective way to save shards.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from distdoctor.check import api
+from distdoctor.check.base import FileResult, RuleInfo
+from distdoctor.check.model import ident
+from distdoctor.check.rules._everyone import on_every_rank, report
+from distdoctor.patching.cstutil import literal_text, walk
+
+RULE = RuleInfo("DD301", "checkpoint_all_ranks", "torch.save or a file write of one path on every rank")
+
+BUFFERS = ("buf", "buffer", "stream", "bytes", "io", "fp", "fh")
+
+
+def _target(model, site) -> cst.BaseExpression | None:
+    """The path a save or write goes to, or None when it is not a file path this rule can judge."""
+    if site.name == "torch.save":
+        return api.first_arg(site, "f", 1)
+    if site.ident in ("save_pretrained", "save_to_disk"):
+        return api.first_arg(site, "save_directory", 0)
+    if site.name in ("open", "io.open"):
+        mode = api.first_arg(site, "mode", 1)
+        text = literal_text(mode) if mode is not None else "r"
+        if text and any(c in text for c in "wax"):
+            return api.first_arg(site, "file", 0)
+    return None
+
+
+def check(model, out: FileResult) -> None:
+    for site in model.sites:
+        if site.ident not in ("save", "save_pretrained", "save_to_disk", "open"):
+            continue
+        path = _target(model, site)
+        if path is None or not on_every_rank(model, site):
+            continue
+        values = api.values_of(model, site, path)
+        if any(api.mentions_rank(model, v) or (ident(v) or "").lower().endswith(BUFFERS) or "devnull" in model.code(v)
+               or isinstance(v, cst.Call) and ident(v.func) in ("BytesIO", "StringIO", "TemporaryDirectory",
+                                                                "mkdtemp", "NamedTemporaryFile", "mkstemp")
+               for v in values):
+            continue
+        if site.ident == "open" and any(isinstance(n, cst.Name) and n.value in site.func.params
+                                        for v in values for n in walk(v)):
+            continue  # a path the caller chose (it may carry the rank): judged where it is built
+        if api.barrier_before(model, site) and site.ident != "open":
+            continue
+        what = "opens" if site.ident == "open" else "saves to"
+        report(model, out, RULE, site, f"every rank {what} {model.code(path)}: the writes race and the last rank "
+                                       f"wins; guard it with the main-process test or put the rank in the path")
+
+
+VALID = [
+    "import torch\nimport torch.distributed as dist\nif dist.get_rank() == 0:\n    torch.save(model.state_dict(), 'ckpt.pt')\n"
+    "dist.barrier()\n",
+    # per-rank path
+    "import torch\nimport torch.distributed as dist\nrank = dist.get_rank()\ntorch.save(state, f'ckpt_rank{rank}.pt')\n",
+    # a function only called on the main process
+    "import torch\nimport torch.distributed as dist\n\ndef save(m):\n    torch.save(m.state_dict(), 'ckpt.pt')\n\n"
+    "if dist.get_rank() == 0:\n    save(model)\n",
+    # an early return on the other ranks
+    "import torch\nimport torch.distributed as dist\n\ndef save(m):\n    if not is_main_process():\n        return\n"
+    "    torch.save(m.state_dict(), 'ckpt.pt')\n",
+    # not a distributed program
+    "import torch\ntorch.save(model.state_dict(), 'ckpt.pt')\n",
+    # the single-process branch (litgpt's API)
+    "import torch\nimport lightning as L\n\ndef save(self, path):\n    if self.fabric is None:\n"
+    "        torch.save(self.state_dict(), path)\n",
+    # one rank at a time under a file lock (nanochat's download helper)
+    "import torch.distributed as dist\nfrom filelock import FileLock\nwith FileLock('f.lock'):\n"
+    "    with open('shard.bin', 'wb') as f:\n        f.write(data)\n",
+    # a path the caller chose (improved-diffusion's logger gets per-rank file names)
+    "import torch.distributed as dist\n\nclass Log:\n    def __init__(self, filename):\n"
+    "        self.file = open(filename, 'wt')\n",
+    # an in-memory buffer
+    "import io\nimport torch\nimport torch.distributed as dist\nmem_file = io.BytesIO()\ntorch.save(ckpt, mem_file)\n",
+]
+
+INVALID = [
+    ("import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
+     "torch.save(model.state_dict(), 'ckpt.pt')\n", 4),
+    ("import torch.distributed as dist\ndist.init_process_group('gloo')\nwith open('metrics.json', 'w') as f:\n"
+     "    f.write(text)\n", 3),
+]
