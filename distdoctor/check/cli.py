@@ -8,7 +8,6 @@ import sys
 from typing import Sequence
 
 from distdoctor.check import report
-from distdoctor.check.engine import check_paths, select_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -52,6 +51,7 @@ def _progress(done: int, total: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # the engine (libcst) is imported after parsing, so `--help` needs no third-party module
     parser = _parser()
     args = parser.parse_args(argv)
     if args.list:
@@ -59,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.jobs < 1:
         print("check_repo.py: error: -j must be at least 1", file=sys.stderr)
         return EXIT_USAGE
+    from distdoctor.check.engine import check_paths, select_rules
+
     try:
         rules = select_rules(_split(args.select), _split(args.ignore))
     except ValueError as exc:
