@@ -24,7 +24,7 @@ from libcst.metadata import PositionProvider, QualifiedNameProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import ast_ident, get_arg, qualified_names, walk
-from patches.int_device import _ast_gpu_string, is_gpu_string
+from .int_device import _ast_gpu_string, is_gpu_string
 
 PATCH = PatchInfo(
     id="torch_device_cpu",

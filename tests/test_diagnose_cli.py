@@ -174,6 +174,26 @@ def test_real_collective_failures_are_diagnosed(tmp_path, program, nproc, cause,
         assert out["first_failure"]["rank"] == rank
 
 
+@pytest.mark.torchrun
+def test_failing_code_line_gets_the_checker_finding(tmp_path):
+    """From a real failure's log back to the code: the user frame of rank 0's traceback is the all_reduce under
+    `if rank == 0`, and the report names the static checker's finding there (DD101)."""
+    from distdoctor.runner import run_torchrun
+    program = ROOT / "evals" / "programs" / "fail_rank0_allreduce.py"
+    res = run_torchrun(program, nproc=2, script_args=["--then", "exit"], timeout=90)
+    assert res.returncode not in (0, None), res.output[-2000:]
+    log = tmp_path / "run.log"
+    log.write_text(res.output)
+    r = run(str(log), "--json")
+    out = json.loads(r.stdout)
+    assert out["causes"][0]["id"] == "rank_conditional_collective", res.output[-2000:]
+    assert [(Path(f["path"]).name, f["code"]) for f in out["checker"]] == [("fail_rank0_allreduce.py", "DD101")]
+    text = run(str(log)).stdout.decode()
+    assert "Checker: " in text and "DD101" in text
+    # from standard input the log cannot be read again: no checker line, the rest unchanged
+    assert json.loads(run("-", "--json", stdin=res.output.encode()).stdout)["checker"] == []
+
+
 def test_bad_knowledge_base_is_an_input_error(tmp_path):
     (tmp_path / "a.md").write_text("### port_in_use — x\n\n```yaml\ncause: port_in_use\npatch: null\n```\n")
     r = run("--references", str(tmp_path), "-", stdin=FAIL.encode())

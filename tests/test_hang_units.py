@@ -299,3 +299,28 @@ def test_state_and_op_from_a_stack(inner, state, op):
     snap = fill(RankSnapshot(0, 1, "h"), frames)
     assert (snap.state, snap.op) == (state, op)
     assert (snap.file, snap.line, snap.function) == ("/home/u/train.py", 42, "main")
+
+
+def test_report_names_the_checker_finding_on_the_diverging_line():
+    """The hang doctor points to the static checker's finding (DD101) on the lines that sent rank 0 away."""
+    from distdoctor.hang.cli import checker_findings
+    from distdoctor.hang.report import render, to_json
+
+    snap = load("hang_rank0_eval")
+    v = analyse(snap)
+    v.checker = checker_findings(snap, v)
+    assert [(f["code"], f["cause"]) for f in v.checker] == [("DD101", "rank_conditional_collective")]
+    assert Path(v.checker[0]["path"]).name == "hang_rank0_eval.py"
+    assert abs(v.checker[0]["line"] - v.location["line"]) <= 1
+    assert to_json(snap, v)["checker"] == v.checker
+    assert "CHECKER: " in render(snap, v) and "DD101" in render(snap, v)
+
+
+def test_no_checker_finding_on_library_frames_only():
+    from distdoctor.check.link import findings_near, is_user_file
+
+    assert not is_user_file(fr.__file__.replace("distdoctor/hang", "nonexistent"))
+    import torch.distributed as torch_dist
+
+    assert not is_user_file(torch_dist.__file__)
+    assert findings_near([(torch_dist.__file__, 1)]) == []

@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     for err in result["errors"]:
         print(f"diagnose.py: {err['error']}", file=sys.stderr)
+    from distdoctor.diagnose.code_link import checker_findings
+
+    result["checker"] = checker_findings(result)  # the static checker's findings on the failing code lines
     if args.json:
         out = dict(result)
         out.pop("input_error", None)

@@ -112,6 +112,9 @@ def render(result: dict) -> str:
         if len(causes) > 1:
             out.append("Other candidates: " + ", ".join(f"{c['id']} ({c['score']}, {c.get('level', '?')})"
                                                         for c in causes[1:6]))
+    for f in result.get("checker") or []:
+        out.append(f"Checker: {f['path']}:{f['line']}:{f['col']}: {f['code']} {f['message']} "
+                   f"[{f['cause']}] (found in the failing traceback's code; `check_repo.py` catches it before launch)")
     if result.get("next_step"):
         out.append("")
         out.append("Next step: " + result["next_step"])

@@ -45,6 +45,7 @@ class Verdict:
     summary: str = ""
     groups: list[dict] = field(default_factory=list)
     flight_recorder: dict | None = None
+    checker: list[dict] = field(default_factory=list)  # the static checker's findings on those lines (cli fills it)
 
 
 def _label(r: RankSnapshot) -> str:

@@ -51,6 +51,17 @@ def _one_doc(text: str) -> bool:
         return False
 
 
+def checker_findings(snap: HostSnapshot, verdict) -> list[dict]:
+    """The static checker's findings on the lines that sent the odd ranks where they are (their call paths and
+    the location), so the report names the rule that would have caught it before launch."""
+    from distdoctor.check.link import findings_near
+
+    places = [(f.file, f.line) for r in snap.ranks if r.rank in verdict.odd_ranks for f in r.path]
+    if verdict.location:
+        places.append((verdict.location["file"], verdict.location["line"]))
+    return findings_near(places, span=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hang.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -90,5 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     from distdoctor.hang.report import render, to_json
 
     verdict = analyse(snap)
+    if verdict.causes:
+        verdict.checker = checker_findings(snap, verdict)
     print(json.dumps(to_json(snap, verdict), indent=2) if args.json else render(snap, verdict))
     return 0 if verdict.causes else 1

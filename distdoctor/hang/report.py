@@ -24,7 +24,7 @@ def to_json(snap: HostSnapshot, v: Verdict) -> dict:
                        for c in v.causes],
             "location": {"file": v.location["file"], "line": v.location["line"], "code": v.location["code"],
                          "why": v.location["why"]} if v.location else None,
-            "verdict": v.summary, "groups": v.groups, "flight_recorder": v.flight_recorder,
+            "verdict": v.summary, "groups": v.groups, "flight_recorder": v.flight_recorder, "checker": v.checker,
             "missing_ranks": [r for r in v.odd_ranks if r not in {x.rank for x in snap.ranks}],
             "hosts": sorted({r.host for r in snap.ranks}), "errors": snap.errors, "seconds": round(snap.seconds, 3)}
 
@@ -52,6 +52,9 @@ def render(snap: HostSnapshot, v: Verdict) -> str:
             lines.append(f"{'CAUSE' if i == 0 else 'also'}: {c.id} (score {c.score:.2f})  fix: {_entry(c.id) or '-'}")
             if i == 0:
                 lines += [f"  - {e}" for e in c.evidence]
+        for f in v.checker:
+            lines.append(f"CHECKER: {short(f['path'])}:{f['line']}:{f['col']}: {f['code']} {f['message']}  "
+                         f"(caught before launch by `check_repo.py`)")
     for e in snap.errors:
         lines.append(f"note: {e}")
     return "\n".join(lines)

@@ -13,10 +13,10 @@ RULE = RuleInfo("DD401", "local_rank_device", "device chosen by the global rank 
 
 
 def check(model, out: FileResult) -> None:
-    import patches
+    from distdoctor import paths
     from distdoctor.patching.engine import PatchFailure, patch_source
 
-    patch = patches.get("local_rank_device")
+    patch = paths.patch_registry().get("local_rank_device")
     if not any(s in model.source for s in patch.PATCH.prefilter):
         return
     try:
