@@ -137,10 +137,11 @@ def load_case(path: str | Path, causes: set[str] | None = None) -> AgenticCase:
         if loc:
             target = (src / loc["file"]) if src.is_dir() else src
             lines = target.read_text(encoding="utf-8").splitlines() if target.is_file() else []
-            if target.name != Path(loc["file"]).name or len(lines) < loc["line"] \
-                    or loc["text"] not in lines[loc["line"] - 1]:
-                raise AgenticError(f"{p}: field expect/location: {loc['file']}:{loc['line']} does not hold "
-                                   f"{loc['text']!r} (the program changed?)")
+            for where in (loc, loc.get("branch") or loc):
+                if target.name != Path(loc["file"]).name or len(lines) < where["line"] \
+                        or where["text"] not in lines[where["line"] - 1]:
+                    raise AgenticError(f"{p}: field expect/location: {loc['file']}:{where['line']} does not hold "
+                                       f"{where['text']!r} (the program changed?)")
     return case
 
 
@@ -409,7 +410,8 @@ def _check_answer(case: AgenticCase, ans: Answer) -> dict[str, bool | None]:
         loc = ans.location or {}
         want = ex["location"]
         line = loc.get("line")
-        checks["line"] = _same_file(loc.get("file", ""), want["file"]) and str(line) == str(want["line"])
+        right = {str(want["line"])} | ({str(want["branch"]["line"])} if want.get("branch") else set())
+        checks["line"] = _same_file(loc.get("file", ""), want["file"]) and str(line) in right
     return checks
 
 
