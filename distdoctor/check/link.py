@@ -14,6 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
+from distdoctor.cache import cache_dir, write_atomic
+
 # where Python's own modules and installed packages live: frames there are library code, not the user's
 _LIBRARY_ROOTS = tuple({os.path.realpath(p) for p in (sysconfig.get_paths().get("purelib"),
                                                       sysconfig.get_paths().get("stdlib")) if p})
@@ -61,8 +63,7 @@ def file_findings(path: str) -> list[dict]:
     except OSError:
         return []
     key = [os.path.abspath(path), st.st_size, st.st_mtime_ns, _checker_stamp()]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    cached = Path(base) / "distdoctor" / "check-findings" / (hashlib.sha256(repr(key).encode()).hexdigest()[:32] + ".json")
+    cached = cache_dir("check-findings") / (hashlib.sha256(repr(key).encode()).hexdigest()[:32] + ".json")
     try:
         return json.loads(cached.read_text())
     except (OSError, ValueError):
@@ -73,11 +74,5 @@ def file_findings(path: str) -> list[dict]:
         return []
     found = [{"path": f.path, "line": f.line, "col": f.col, "code": f.code, "cause": f.cause, "message": f.message}
              for f in check_paths([path]).findings]
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(found))
-        os.replace(tmp, cached)
-    except OSError:
-        pass  # a read-only home: no cache, same answer
+    write_atomic(cached, json.dumps(found).encode())
     return found

@@ -11,6 +11,8 @@ import hashlib
 import os
 import re
 from pathlib import Path
+
+from distdoctor.cache import cache_dir, write_atomic
 from typing import Iterator
 
 try:
@@ -32,9 +34,8 @@ FOLLOW = {b"Root Cause": 10, b"Failures:": 40}
 
 def _cache_dir() -> Path:
     """Where compiled prefilters are kept between runs: never inside the project (the skill folder)."""
-    base = os.environ.get("DISTDOCTOR_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "distdoctor")
-    return Path(base)
+    override = os.environ.get("DISTDOCTOR_CACHE")
+    return Path(override) if override else cache_dir()
 
 
 def _hyperscan_db(pats: list[bytes]):
@@ -51,13 +52,7 @@ def _hyperscan_db(pats: list[bytes]):
         pass
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     db.compile(expressions=pats, ids=list(range(len(pats))), elements=len(pats), flags=[0] * len(pats))
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(hyperscan.dumpb(db))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    write_atomic(path, hyperscan.dumpb(db))
     return db
 
 

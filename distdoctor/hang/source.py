@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from distdoctor.cache import cache_dir, write_atomic
+
 
 @dataclass(frozen=True)
 class Block:
@@ -31,8 +33,7 @@ class Block:
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "distdoctor" / "hang-source"
+    return cache_dir("hang-source")
 
 
 @lru_cache(maxsize=512)
@@ -55,13 +56,7 @@ def _spans(file: str) -> tuple[dict, ...] | None:
         spans = source_scan.spans(Path(file).read_bytes())
     except Exception:  # noqa: BLE001 - unreadable or unparsable (libcst.ParserSyntaxError): no source answer
         return None
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"file": os.path.abspath(file), "stamp": stamp, "spans": spans}))
-        os.replace(tmp, cached)
-    except OSError:
-        pass  # a read-only home: no cache, same answer
+    write_atomic(cached, json.dumps({"file": os.path.abspath(file), "stamp": stamp, "spans": spans}).encode())
     return tuple(spans)
 
 
