@@ -66,16 +66,25 @@ def finished_ranks(output: str) -> dict[int, str]:
     return {int(rank): checksum for rank, checksum in OK_LINE.findall(output)}
 
 
-# torch 2.13's gloo sometimes aborts a rank at exit, after destroy_process_group() and all work are done
-# (std::terminate from a still-joinable thread); measured rates are in references/backends.md (the
-# teardown abort note under gloo_missing_feature). Callers may accept exactly this, and only when all
-# ranks finished.
+# torch 2.13's gloo sometimes aborts a rank at exit, after destroy_process_group() and all work are done:
+# a gloo worker thread still frees the last collective's work (whose tensors have Python objects) while the
+# main thread finalizes the interpreter; taking the GIL then ends that thread, which C++ turns into
+# std::terminate (backtrace and measured rates: references/backends.md, the teardown abort note under
+# gloo_missing_feature). Callers may accept exactly this, and only when all ranks finished.
 TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 def finished_despite_teardown_abort(result: RunResult) -> bool:
     """True when the run failed only through the gloo teardown abort (the caller checks ranks finished)."""
     return not result.timed_out and TEARDOWN_ABORT in result.output
+
+
+def completed(result: RunResult, done: str, ranks: int) -> bool:
+    """Exit 0, or `done` (a regex every rank prints at its end) appears `ranks` times and only the gloo
+    teardown abort came after: the job did all its work (see TEARDOWN_ABORT)."""
+    if result.ok:
+        return True
+    return finished_despite_teardown_abort(result) and len(re.findall(done, result.output)) >= ranks
 
 
 def succeeded(result: RunResult) -> bool:

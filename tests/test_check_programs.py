@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from distdoctor.check.engine import check_paths
-from distdoctor.runner import run_torchrun
+from distdoctor.runner import completed, run_torchrun
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "evals" / "programs"
 RULE_OF = {"check_rank0_eval_collective.py": "DD101", "check_nan_skip.py": "DD102",
@@ -46,7 +46,7 @@ def test_hang_or_crash(name):
 @pytest.mark.torchrun
 def test_sampler_repeats_the_order_every_epoch():
     result = run_torchrun(PROGRAMS / "check_sampler_no_set_epoch.py", nproc=2, timeout=40)
-    assert result.ok, result.output[-2000:]
+    assert completed(result, r"ORDER rank=\d epoch=2", 2), result.output[-2000:]
     orders = dict(re.findall(r"ORDER rank=0 epoch=(\d) (\[[^\]]*\])", result.output))
     assert len(orders) == 3 and len(set(orders.values())) == 1
 
@@ -54,7 +54,7 @@ def test_sampler_repeats_the_order_every_epoch():
 @pytest.mark.torchrun
 def test_every_rank_saving_leaves_the_last_writers_state(tmp_path):
     result = run_torchrun(PROGRAMS / "check_save_all_ranks.py", nproc=2, script_args=[str(tmp_path)], timeout=40)
-    assert result.ok, result.output[-2000:]
+    assert completed(result, "SAVED_BY", 1), result.output[-2000:]
     assert "SAVED_BY 1" in result.output  # rank 0's checkpoint holds rank 1's state
 
 
@@ -67,6 +67,6 @@ def test_unwaited_irecv_reads_stale_data():
 @pytest.mark.torchrun
 def test_per_rank_seed_trains_different_models():
     result = run_torchrun(PROGRAMS / "check_per_rank_seed.py", nproc=2, timeout=40)
-    assert result.ok, result.output[-2000:]
+    assert completed(result, r"CHECKSUM rank=\d", 2), result.output[-2000:]
     sums = dict(re.findall(r"CHECKSUM rank=(\d) (-?[\d.]+)", result.output))
     assert len(sums) == 2 and sums["0"] != sums["1"]

@@ -12,7 +12,7 @@ import pytest
 
 from distdoctor import paths
 from distdoctor.launch import ProfileError, available_profiles, load_profile, read_front_matter, render
-from distdoctor.runner import run
+from distdoctor.runner import completed, run
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH = ROOT / "scripts" / "launch.py"
@@ -108,5 +108,5 @@ def test_rendered_local_launch_runs_the_probe():
     r = render("local", str(ROOT / "scripts" / "probe.py"), ["--expect-world-size", "2", "--timeout", "20"],
                torchrun=TORCHRUN)
     res = run(["bash", "-c", r.commands[0]], timeout=90, cwd=ROOT)
-    assert res.returncode == 0, res.output[-2000:]
+    assert completed(res, "VERDICT: OK - all 2 rank", 1), res.output[-2000:]
     assert "VERDICT: OK - all 2 rank(s) joined" in res.output

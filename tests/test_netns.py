@@ -72,9 +72,10 @@ def test_ddp_across_two_namespaces_with_ifname(nodes):
     assert all(c.startswith(f"GLOO_SOCKET_IFNAME={nodes[0].ifname} ") for c in r.commands)
     results = run_nodes(nodes, r.commands, limit=120)
     (rc0, out0), (rc1, out1) = results
-    # a node whose only failure is torch's rare gloo teardown abort, after its rank finished, still trained
-    finished = [rc == 0 or (TEARDOWN_ABORT in out and "CHECKPOINT 6: step 2" in out) for rc, out in results]
-    assert all(finished), out0[-2000:] + out1[-2000:]
+    # torch's gloo teardown abort on one node (after its rank finished) fails that node's torchrun and may fail
+    # the other's too: the job trained when both ranks reached their last step and only that abort came after
+    both_done = all("CHECKPOINT 6: step 2" in out for _, out in results)
+    assert both_done and (rc0 == rc1 == 0 or TEARDOWN_ABORT in out0 + out1), out0[-2000:] + out1[-2000:]
     assert "DDP OK world=2 steps=3 weights_equal=True" in out0
     assert "[R1/2][LR0]" in out1 and "CHECKPOINT 6: step 2" in out1  # rank 1 lives on node 1, local rank 0
 
@@ -87,7 +88,7 @@ def test_probe_across_two_namespaces_with_ifname(nodes):
     assert "VERDICT: OK - all 2 rank(s) joined" in out0, out0[-3000:] + out1[-2000:]
     assert "all_reduce sum: got 3.0 expected 3.0 -> OK" in out0
     assert "[probe R1/2]" in out1 and "LOCAL_RANK=0" in out1  # rank 1 is local rank 0 on the second node
-    assert rc0 == 0 or TEARDOWN_ABORT in out0
+    assert rc0 == rc1 == 0 or TEARDOWN_ABORT in out0 + out1
 
 
 def test_without_ifname_the_probe_names_the_interface(nodes):

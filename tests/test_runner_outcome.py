@@ -1,6 +1,6 @@
 """What counts as a finished run: exit 0, or every line printed and only gloo's teardown abort after it."""
 
-from distdoctor.runner import TEARDOWN_ABORT, RunResult, succeeded
+from distdoctor.runner import TEARDOWN_ABORT, RunResult, completed, succeeded
 
 DONE = "DISTDOCTOR_OK rank=0 checksum=1.5\nDISTDOCTOR_OK rank=1 checksum=1.5\n"
 
@@ -24,3 +24,11 @@ def test_teardown_abort_before_any_rank_finished_fails():
 def test_other_failures_and_timeouts_fail():
     assert not succeeded(result(1, DONE + "RuntimeError: boom\n"))
     assert not succeeded(result(None, DONE + TEARDOWN_ABORT, timed_out=True))
+
+
+def test_completed_needs_the_end_line_of_every_rank():
+    ends = "CHECKSUM rank=1 -1.0CHECKSUM rank=0 1.0\n"  # two ranks' prints run together on one line
+    assert completed(result(0, ""), r"CHECKSUM rank=\d", 2)
+    assert completed(result(-6, ends + TEARDOWN_ABORT), r"CHECKSUM rank=\d", 2)
+    assert not completed(result(-6, "CHECKSUM rank=1 -1.0\n" + TEARDOWN_ABORT), r"CHECKSUM rank=\d", 2)
+    assert not completed(result(1, ends + "RuntimeError: boom\n"), r"CHECKSUM rank=\d", 2)
