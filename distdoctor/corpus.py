@@ -3,6 +3,8 @@
 A case is held out iff `int(sha256(id).hexdigest(), 16) % 10 < 3` (evals/corpus/README.md): the rule depends
 on the id alone, and the `split` written in a meta must agree with it. Retrieval (distdoctor.diagnose.retrieval)
 reads the train cases only; nothing here ever hands a held-out case to anything that tunes or retrieves.
+`text` says what a case's log is: `printed` (the default: what the program, launcher or library printed) or
+`prose` (the thread has no printed failure text, only people's words); the eval scores the two apart.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from distdoctor import paths
 CORPUS = paths.ROOT / "evals" / "corpus"
 ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 CONFIDENCE = ("confirmed", "likely", "uncertain")
+TEXT = ("printed", "prose")  # printed: output of the program/launcher/library; prose: people's words (no log)
 REQUIRED = ("source", "cause", "confidence", "split")
-KNOWN_KEYS = {*REQUIRED, "fix", "first_failure_rank", "context", "notes"}
+KNOWN_KEYS = {*REQUIRED, "fix", "first_failure_rank", "context", "notes", "text"}
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where PyYAML has it: same results
 MAX_LOG = 4 * 1024 * 1024  # a corpus log is an excerpt from a thread; bigger means something went wrong
 
@@ -42,6 +45,7 @@ class CorpusCase:
     first_failure_rank: int | None = None
     context: str = ""
     notes: str = ""
+    text: str = "printed"
 
     @property
     def kind(self) -> str:
@@ -99,6 +103,9 @@ def load_case(meta_path: Path, causes: set[str] | None = None) -> CorpusCase:
     want = split_of(case_id)
     if meta["split"] != want:
         raise CorpusError(f"{where}: field split: {meta['split']!r}, but the frozen rule gives {want!r}")
+    text_kind = meta.get("text", "printed")
+    if text_kind not in TEXT:
+        raise CorpusError(f"{where}: field text: {text_kind!r} is not one of {', '.join(TEXT)}")
     ffr = meta.get("first_failure_rank")
     if ffr is not None and (isinstance(ffr, bool) or not isinstance(ffr, int) or ffr < 0):
         raise CorpusError(f"{where}: field first_failure_rank: a rank >= 0 or null, got {ffr!r}")
@@ -122,7 +129,7 @@ def load_case(meta_path: Path, causes: set[str] | None = None) -> CorpusCase:
         line = data[:exc.start].count(b"\n") + 1
         raise CorpusError(f"{log}:{line}: not UTF-8") from None
     return CorpusCase(case_id, text, meta["source"].strip(), meta["cause"], meta["confidence"], meta["split"],
-                      meta.get("fix"), ffr, meta.get("context") or "", meta.get("notes") or "")
+                      meta.get("fix"), ffr, meta.get("context") or "", meta.get("notes") or "", text_kind)
 
 
 def load_corpus(root: Path = CORPUS, causes: set[str] | None = None,

@@ -19,8 +19,9 @@ from distdoctor import paths
 CORPUS = paths.ROOT / "evals" / "corpus"
 METAS = sorted(CORPUS.glob("*.meta.yaml"))
 REQUIRED = ("source", "cause", "confidence", "fix", "first_failure_rank", "split")
-KNOWN_KEYS = {*REQUIRED, "context", "notes"}
+KNOWN_KEYS = {*REQUIRED, "context", "notes", "text"}
 CONFIDENCE = {"confirmed", "likely", "uncertain"}
+TEXT = {"printed", "prose"}
 CASE_ID = re.compile(r"[a-z0-9][a-z0-9-]*")
 LONG_TAIL_ROW = re.compile(r"^\| ([a-z][a-z0-9_]*) \|", re.MULTILINE)
 
@@ -73,6 +74,7 @@ def test_case_is_valid(meta_path: Path, known_causes: set[str]) -> None:
     assert meta["cause"] in known_causes, \
         f"{name}: cause {meta['cause']!r} is in neither taxonomy.yaml, the README's table nor NEW_CAUSES.yaml"
     assert meta["confidence"] in CONFIDENCE, f"{name}: confidence {meta['confidence']!r}"
+    assert meta.get("text", "printed") in TEXT, f"{name}: text {meta['text']!r} is neither printed nor prose"
     assert str(meta["source"]).startswith("https://"), f"{name}: source must be an https URL"
     assert meta["split"] == _split_of()(case_id), f"{name}: split {meta['split']!r} breaks the held-out rule"
     rank = meta["first_failure_rank"]

@@ -82,8 +82,31 @@ def test_scoring_reports_both_splits_and_source_kinds(tmp_path):
     assert {r.split for r in results} == {"train", "heldout"}
     assert all(r.top1_ok and r.verdict == "confident" for r in results)
     md = corpus_eval.render_markdown(results)
-    assert "| held out (never used for signatures or retrieval) | 1 | 1/1 (100.0%)" in md
+    assert "| held out (never used for signatures or retrieval) | printed | 1 | 1/1 (100.0%)" in md
     assert "| heldout | github-issue | 1 |" in md and "| train | github-issue | 1 |" in md
+    assert "| prose |" not in md  # no prose case, no prose row
+
+
+def test_text_field_is_validated_and_prose_is_scored_apart(tmp_path):
+    (tr,), (ho,) = _ids("train", 1), _ids("heldout", 1)
+    _write(tmp_path, tr, "public_port_in_use_distkd", text="log")
+    with pytest.raises(CorpusError, match=r"field text: 'log' is not one of printed, prose"):
+        load_corpus(tmp_path)
+    _write(tmp_path, tr, "public_port_in_use_distkd")  # text left out: printed
+    _write(tmp_path, ho, "public_nccl_without_cuda_ofa", text="prose")
+    (tmp_path / f"{ho}.log").write_text("Distributed training fails on a machine without GPUs\n")  # a title
+    assert {c.id: c.text for c in load_corpus(tmp_path)} == {tr: "printed", ho: "prose"}
+    results = corpus_eval.score_corpus(tmp_path, include_public=False)
+    out = corpus_eval.to_json(results)
+    assert out["splits"]["heldout"]["n"] == 0 and out["splits"]["heldout"]["prose"]["n"] == 1
+    assert out["splits"]["train"]["n"] == 1 and out["splits"]["train"]["prose"]["n"] == 0
+    md = corpus_eval.render_markdown(results)
+    assert "| held out (never used for signatures or retrieval) | printed | 0 | 0/0" not in md  # "—", not a ratio
+    assert "| held out (never used for signatures or retrieval) | printed | 0 | — |" in md
+    assert "| held out (never used for signatures or retrieval) | prose | 1 |" in md
+    assert "| heldout | github-issue |" not in md  # per-kind figures are printed logs only
+    text = corpus_eval.render_text(results)
+    assert "heldout  prose      1" in text and "heldout  printed    0" in text
 
 
 def test_public_dev_logs_stay_right():

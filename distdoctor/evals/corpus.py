@@ -1,7 +1,8 @@
 """Score the built-in diagnosis on the real-log corpus (evals/corpus/), per split and per source kind.
 
 Figures: top-1, top-3, no answer, how often the answer is confident and how often a confident answer is right,
-and the first failing rank on the cases whose log shows one. A train case is diagnosed with itself left out of
+and the first failing rank on the cases whose log shows one. The log figures count `text: printed` cases only;
+`text: prose` cases (the thread holds no printed failure text, only people's words) get their own rows. A train case is diagnosed with itself left out of
 retrieval (it would find its own log); held-out cases are never in the retrieval index at all.
 The public logs of tests/data/logs (`public_*`) can be scored the same way as a development set: the
 signatures were written from them, so they are reported apart and never as held out.
@@ -33,6 +34,7 @@ class CorpusResult:
     level: str | None
     first_rank_expected: int | None
     first_rank_got: int | None
+    text: str = "printed"
 
     @property
     def top1_ok(self) -> bool:
@@ -58,7 +60,7 @@ def diagnose_case(case: CorpusCase, references_root: Path | None = None) -> Corp
     ff = r.get("first_failure") or {}
     return CorpusResult(case.id, case.split, case.kind, case.cause, ids[0] if ids else None, ids[:3],
                         r.get("verdict", "confident" if ids else "none"), r["causes"][0].get("level") if ids else None,
-                        case.first_failure_rank, ff.get("rank"))
+                        case.first_failure_rank, ff.get("rank"), case.text)
 
 
 def public_logs(logs: Path = LOGS) -> list[CorpusCase]:
@@ -86,6 +88,11 @@ def summary(results: list[CorpusResult]) -> dict:
             "ranks_right": sum(bool(r.rank_ok) for r in ranked)}
 
 
+def by_text(results: list[CorpusResult]) -> tuple[list[CorpusResult], list[CorpusResult]]:
+    """(printed, prose): the log figures are taken on the first, the prose cases are reported apart."""
+    return [r for r in results if r.text != "prose"], [r for r in results if r.text == "prose"]
+
+
 def score_corpus(root: Path = CORPUS, include_public: bool = True, causes: set[str] | None = None,
                  errors: list[str] | None = None, references_root: Path | None = None) -> list[CorpusResult]:
     """Diagnose every valid corpus case (bad ones go to `errors`), and the public dev logs when asked."""
@@ -96,14 +103,19 @@ def score_corpus(root: Path = CORPUS, include_public: bool = True, causes: set[s
 
 
 def to_json(results: list[CorpusResult], errors: list[str] | None = None) -> dict:
-    """Per split: the summary counts, and per source kind within it; the refused cases."""
+    """Per split: the summary counts of the printed logs, per source kind within it, and the prose cases'
+    counts apart (`prose`); the refused cases."""
     out: dict = {"splits": {}, "refused": list(errors or [])}
+    by_split: dict[str, list[CorpusResult]] = defaultdict(list)
     for r in results:
-        out["splits"].setdefault(r.split, {"all": [], "kinds": defaultdict(list)})
-        out["splits"][r.split]["all"].append(r)
-        out["splits"][r.split]["kinds"][r.kind].append(r)
-    out["splits"] = {split: {**summary(d["all"]), "per_kind": {k: summary(v) for k, v in sorted(d["kinds"].items())}}
-                     for split, d in sorted(out["splits"].items())}
+        by_split[r.split].append(r)
+    for split, rs in sorted(by_split.items()):
+        printed, prose = by_text(rs)
+        kinds: dict[str, list[CorpusResult]] = defaultdict(list)
+        for r in printed:
+            kinds[r.kind].append(r)
+        out["splits"][split] = {**summary(printed), "per_kind": {k: summary(v) for k, v in sorted(kinds.items())},
+                                "prose": summary(prose)}
     return out
 
 
@@ -120,24 +132,32 @@ def render_markdown(results: list[CorpusResult], errors: list[str] | None = None
           "The built-in diagnosis on real logs quoted from public threads. Split by the frozen rule of "
           "`evals/corpus/README.md`; train cases are diagnosed with their own log left out of retrieval. "
           "*Confident*: the answer rests on a signature or the failure's structure (a top cause with a fix); "
-          "otherwise the answer is candidates to confirm. *First rank*: cases whose log shows the first failing rank.",
-          "", "| split | cases | top-1 | top-3 | no answer | confident | confident and right | first rank right |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|"]
+          "otherwise the answer is candidates to confirm. *First rank*: cases whose log shows the first failing rank. "
+          "*Text*: `printed`, the case's log is what the program, launcher or library printed (the log figures); "
+          "`prose`, the thread holds no printed failure text and the case is people's words (a title, a "
+          "description), a different task reported in its own row.",
+          "", "| split | text | cases | top-1 | top-3 | no answer | confident | confident and right | first rank right |",
+          "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     by_split: dict[str, list[CorpusResult]] = defaultdict(list)
     for r in results:
         by_split[r.split].append(r)
     for split in ("heldout", "train", "dev"):
-        rs = by_split.get(split, [])
-        if not rs and split == "dev":
+        printed, prose = by_text(by_split.get(split, []))
+        if not printed and not prose and split == "dev":
             continue
-        s = summary(rs)
-        md.append(f"| {SPLIT_WORDS[split]} | {s['n']} | {_frac(s['top1'], s['n'])} | {_frac(s['top3'], s['n'])} | "
-                  f"{_frac(s['no_answer'], s['n'])} | {_frac(s['confident'], s['n'])} | "
-                  f"{_frac(s['confident_right'], s['confident'])} | {_frac(s['ranks_right'], s['ranks'])} |")
-    md += ["", "### Per source kind", "", "| split | source kind | cases | top-1 | top-3 | no answer | first rank right |",
+        for text, rs in (("printed", printed), ("prose", prose)):
+            if text == "prose" and not rs:
+                continue
+            s = summary(rs)
+            md.append(f"| {SPLIT_WORDS[split]} | {text} | {s['n']} | {_frac(s['top1'], s['n'])} | "
+                      f"{_frac(s['top3'], s['n'])} | {_frac(s['no_answer'], s['n'])} | "
+                      f"{_frac(s['confident'], s['n'])} | {_frac(s['confident_right'], s['confident'])} | "
+                      f"{_frac(s['ranks_right'], s['ranks'])} |")
+    md += ["", "### Per source kind (printed logs)", "",
+           "| split | source kind | cases | top-1 | top-3 | no answer | first rank right |",
            "|---|---|---:|---:|---:|---:|---:|"]
     groups: dict[tuple[str, str], list[CorpusResult]] = defaultdict(list)
-    for r in results:
+    for r in by_text(results)[0]:
         groups[(r.split, r.kind)].append(r)
     for (split, kind), rs in sorted(groups.items()):
         s = summary(rs)
@@ -146,9 +166,9 @@ def render_markdown(results: list[CorpusResult], errors: list[str] | None = None
     misses = [r for r in results if r.split != "heldout" and not r.top1_ok]
     md += ["", "### Wrong top-1 outside the held-out split", ""]
     if misses:
-        md += ["| case | split | expected | answered (level) | top-3 |", "|---|---|---|---|---|"]
-        md += [f"| {r.id} | {r.split} | `{r.cause}` | {r.got or '(none)'} ({r.level or '—'}) | {', '.join(r.top3)} |"
-               for r in misses]
+        md += ["| case | split | text | expected | answered (level) | top-3 |", "|---|---|---|---|---|---|"]
+        md += [f"| {r.id} | {r.split} | {r.text} | `{r.cause}` | {r.got or '(none)'} ({r.level or '—'}) | "
+               f"{', '.join(r.top3)} |" for r in misses]
     else:
         md.append("None.")
     md += ["", "Held-out misses are counted above, never listed: nobody tunes on them."]
@@ -158,12 +178,18 @@ def render_markdown(results: list[CorpusResult], errors: list[str] | None = None
 
 
 def render_text(results: list[CorpusResult]) -> str:
-    lines = ["real-log corpus (split: cases, top-1, top-3, no answer, first rank right):"]
+    lines = ["real-log corpus (split, text: cases, top-1, top-3, no answer, first rank right; "
+             "printed logs, prose cases apart):"]
     by_split: dict[str, list[CorpusResult]] = defaultdict(list)
     for r in results:
         by_split[r.split].append(r)
     for split in ("heldout", "train", "dev"):
-        s = summary(by_split.get(split, []))
-        lines.append(f"  {split:<8} {s['n']:>4}  {_frac(s['top1'], s['n'])}  {_frac(s['top3'], s['n'])}  "
-                     f"{_frac(s['no_answer'], s['n'])}  {_frac(s['ranks_right'], s['ranks'])}")
+        printed, prose = by_text(by_split.get(split, []))
+        for text, rs in (("printed", printed), ("prose", prose)):
+            if text == "prose" and not rs:
+                continue
+            s = summary(rs)
+            lines.append(f"  {split:<8} {text:<7} {s['n']:>4}  {_frac(s['top1'], s['n'])}  "
+                         f"{_frac(s['top3'], s['n'])}  {_frac(s['no_answer'], s['n'])}  "
+                         f"{_frac(s['ranks_right'], s['ranks'])}")
     return "\n".join(lines)
