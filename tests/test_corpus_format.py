@@ -75,6 +75,7 @@ def test_case_is_valid(meta_path: Path, known_causes: set[str]) -> None:
         f"{name}: cause {meta['cause']!r} is in neither taxonomy.yaml, the README's table nor NEW_CAUSES.yaml"
     assert meta["confidence"] in CONFIDENCE, f"{name}: confidence {meta['confidence']!r}"
     assert meta.get("text", "printed") in TEXT, f"{name}: text {meta['text']!r} is neither printed nor prose"
+    assert meta.get("text") != "prose" or meta.get("notes"), f"{name}: a prose case says in notes why it has no log"
     assert str(meta["source"]).startswith("https://"), f"{name}: source must be an https URL"
     assert meta["split"] == _split_of()(case_id), f"{name}: split {meta['split']!r} breaks the held-out rule"
     rank = meta["first_failure_rank"]
