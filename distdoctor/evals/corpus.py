@@ -127,6 +127,23 @@ SPLIT_WORDS = {"heldout": "held out (never used for signatures or retrieval)", "
                "dev": "tests/data/logs public_* (signatures written from them)"}
 
 
+def split_rows(results: list[CorpusResult]) -> list[tuple[str, str, dict]]:
+    """(split, text, summary) per row of the tables: printed logs of each split, then its prose cases where it
+    has any; the dev split only where it has cases."""
+    by_split: dict[str, list[CorpusResult]] = defaultdict(list)
+    for r in results:
+        by_split[r.split].append(r)
+    rows = []
+    for split in ("heldout", "train", "dev"):
+        printed, prose = by_text(by_split.get(split, []))
+        if split == "dev" and not printed and not prose:
+            continue
+        rows.append((split, "printed", summary(printed)))
+        if prose:
+            rows.append((split, "prose", summary(prose)))
+    return rows
+
+
 def render_markdown(results: list[CorpusResult], errors: list[str] | None = None) -> str:
     md = ["## Real-log corpus (`evals/corpus/`)", "",
           "The built-in diagnosis on real logs quoted from public threads. Split by the frozen rule of "
@@ -138,21 +155,11 @@ def render_markdown(results: list[CorpusResult], errors: list[str] | None = None
           "description), a different task reported in its own row.",
           "", "| split | text | cases | top-1 | top-3 | no answer | confident | confident and right | first rank right |",
           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    by_split: dict[str, list[CorpusResult]] = defaultdict(list)
-    for r in results:
-        by_split[r.split].append(r)
-    for split in ("heldout", "train", "dev"):
-        printed, prose = by_text(by_split.get(split, []))
-        if not printed and not prose and split == "dev":
-            continue
-        for text, rs in (("printed", printed), ("prose", prose)):
-            if text == "prose" and not rs:
-                continue
-            s = summary(rs)
-            md.append(f"| {SPLIT_WORDS[split]} | {text} | {s['n']} | {_frac(s['top1'], s['n'])} | "
-                      f"{_frac(s['top3'], s['n'])} | {_frac(s['no_answer'], s['n'])} | "
-                      f"{_frac(s['confident'], s['n'])} | {_frac(s['confident_right'], s['confident'])} | "
-                      f"{_frac(s['ranks_right'], s['ranks'])} |")
+    for split, text, s in split_rows(results):
+        md.append(f"| {SPLIT_WORDS[split]} | {text} | {s['n']} | {_frac(s['top1'], s['n'])} | "
+                  f"{_frac(s['top3'], s['n'])} | {_frac(s['no_answer'], s['n'])} | "
+                  f"{_frac(s['confident'], s['n'])} | {_frac(s['confident_right'], s['confident'])} | "
+                  f"{_frac(s['ranks_right'], s['ranks'])} |")
     md += ["", "### Per source kind (printed logs)", "",
            "| split | source kind | cases | top-1 | top-3 | no answer | first rank right |",
            "|---|---|---:|---:|---:|---:|---:|"]
@@ -180,16 +187,7 @@ def render_markdown(results: list[CorpusResult], errors: list[str] | None = None
 def render_text(results: list[CorpusResult]) -> str:
     lines = ["real-log corpus (split, text: cases, top-1, top-3, no answer, first rank right; "
              "printed logs, prose cases apart):"]
-    by_split: dict[str, list[CorpusResult]] = defaultdict(list)
-    for r in results:
-        by_split[r.split].append(r)
-    for split in ("heldout", "train", "dev"):
-        printed, prose = by_text(by_split.get(split, []))
-        for text, rs in (("printed", printed), ("prose", prose)):
-            if text == "prose" and not rs:
-                continue
-            s = summary(rs)
-            lines.append(f"  {split:<8} {text:<7} {s['n']:>4}  {_frac(s['top1'], s['n'])}  "
-                         f"{_frac(s['top3'], s['n'])}  {_frac(s['no_answer'], s['n'])}  "
-                         f"{_frac(s['ranks_right'], s['ranks'])}")
+    for split, text, s in split_rows(results):
+        lines.append(f"  {split:<8} {text:<7} {s['n']:>4}  {_frac(s['top1'], s['n'])}  {_frac(s['top3'], s['n'])}  "
+                     f"{_frac(s['no_answer'], s['n'])}  {_frac(s['ranks_right'], s['ranks'])}")
     return "\n".join(lines)
