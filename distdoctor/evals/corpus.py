@@ -2,8 +2,9 @@
 
 Figures: top-1, top-3, no answer, how often the answer is confident and how often a confident answer is right,
 and the first failing rank on the cases whose log shows one. The log figures count `text: printed` cases only;
-`text: prose` cases (the thread holds no printed failure text, only people's words) get their own rows. A train case is diagnosed with itself left out of
-retrieval (it would find its own log); held-out cases are never in the retrieval index at all.
+`text: prose` cases (the thread holds no printed failure text, only people's words) get their own rows. A train
+case is diagnosed with itself left out of retrieval (it would find its own log); held-out cases are never in the
+retrieval index at all.
 The public logs of tests/data/logs (`public_*`) can be scored the same way as a development set: the
 signatures were written from them, so they are reported apart and never as held out.
 """
