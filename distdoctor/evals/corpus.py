@@ -154,7 +154,8 @@ def render_markdown(results: list[CorpusResult], errors: list[str] | None = None
           "*Text*: `printed`, the case's log is what the program, launcher or library printed (the log figures); "
           "`prose`, the thread holds no printed failure text and the case is people's words (a title, a "
           "description), a different task reported in its own row.",
-          "", "| split | text | cases | top-1 | top-3 | no answer | confident | confident and right | first rank right |",
+          "",
+          "| split | text | cases | top-1 | top-3 | no answer | confident | confident and right | first rank right |",
           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for split, text, s in split_rows(results):
         md.append(f"| {SPLIT_WORDS[split]} | {text} | {s['n']} | {_frac(s['top1'], s['n'])} | "
