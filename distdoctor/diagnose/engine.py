@@ -169,6 +169,10 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
 
     differing = tally.rank_values.differing()
     tally.conditions.update(differs_key(c) for c in differing)
+    if context and matcher.conditions:
+        # what the person says they ran (mpirun, several jobs on one machine, code copied by hand) is a fact
+        # about the run as a log line is: it meets `when` / `unless` conditions the same way
+        tally.conditions.update(c for line in context.splitlines() for c in matcher.match_conditions(line))
     seen = tally.conditions
     if any(s.conditional for s in matcher.signatures):
         builder.keep_hits(lambda h: h.active(seen))  # a signature whose condition failed did not match
