@@ -19,7 +19,8 @@ ECHO_CAUSE = "peer_died_first"
 MAX_EVIDENCE = 5
 ECHO_BONUS = 8.0
 KEYWORD_WEIGHT = 2.0
-PROSE_WEIGHT = 1.0       # a keyword in a log that holds no error line (someone's account, not the job's output)
+PROSE_WEIGHT = 1.0       # a keyword in a short log that holds no error line (someone's account, not the job's output)
+PROSE_LINES = 20
 THIN_SCORE = 4.0
 VERSION_WEIGHT = 5.0     # a driver older than the build's CUDA, read from version lines
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
@@ -224,8 +225,9 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             for patch in preconditions.met_in(line):
                 tally.patch_shown.setdefault(patch, {"file": "<context>", "line": i, "text": line[:500]})
     prose_hits: list[dict] = []
-    if not tally.counts and not any(e.is_error for e in builder.events):
-        # a log without a single error line is someone's account of the failure: its words count as words
+    if stats.lines <= PROSE_LINES and not tally.counts and not any(e.is_error for e in builder.events):
+        # a few lines without a single error line are someone's account of the failure (a long quiet log is a
+        # job's own output, whose banners and settings say nothing of a cause): its words count as words
         prose = _plain(tally.head)
         for cause, kw, words in matcher.match_keywords(prose):
             scores[cause] += PROSE_WEIGHT
