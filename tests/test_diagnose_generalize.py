@@ -155,3 +155,37 @@ def test_retrieval_reads_library_frames_and_skips_traceback_boilerplate():
     toks = retrieval_tokens(text)
     assert "c10d_rendezvous_backend" in toks and "_call_store" in toks
     assert not {"traceback", "recent", "file", "line", "train"} & set(toks)
+
+
+SPAWN_KILL = """
+import os, signal
+import torch.multiprocessing as mp
+def work(i):
+    if i == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    import time; time.sleep(2)
+if __name__ == "__main__":
+    mp.spawn(work, nprocs=2)
+"""
+LOADER_KILL = """
+import os, signal
+from torch.utils.data import DataLoader, Dataset
+class D(Dataset):
+    def __len__(self): return 8
+    def __getitem__(self, i):
+        os.kill(os.getpid(), signal.SIGKILL)
+for b in DataLoader(D(), num_workers=1):
+    pass
+"""
+
+
+def test_a_process_killed_from_outside_under_spawn_or_in_a_loader_worker_is_memory(tmp_path):
+    """Real processes that die of SIGKILL, as the OOM killer kills them."""
+    for name, code in (("spawnkill.py", SPAWN_KILL), ("loaderkill.py", LOADER_KILL)):
+        script = tmp_path / name
+        script.write_text(code)
+        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert out.returncode != 0 and ("SIGKILL" in out.stderr or "Killed" in out.stderr)
+        top = _top(out.stderr)
+        assert top["id"] == "oom_one_rank" and top["level"] == "signature", name
