@@ -189,3 +189,11 @@ def test_a_process_killed_from_outside_under_spawn_or_in_a_loader_worker_is_memo
         assert out.returncode != 0 and ("SIGKILL" in out.stderr or "Killed" in out.stderr)
         top = _top(out.stderr)
         assert top["id"] == "oom_one_rank" and top["level"] == "signature", name
+
+
+def test_a_fresh_torch_tensor_passed_to_a_collective_is_a_cpu_tensor():
+    # https://github.com/ssbuild/chatglm_finetuning/issues/76 (a rich traceback cut before its message)
+    line = "│ ❱ 138 │   │   total_length = training_type.reduce(torch.tensor(local_length) │\n"
+    assert _top(line)["id"] == "cpu_tensor_nccl_group"
+    placed = line.replace("torch.tensor(local_length)", "torch.tensor(local_length, device=self.root_device)")
+    assert all(c["id"] != "cpu_tensor_nccl_group" for c in diagnose_text(placed)["causes"])
