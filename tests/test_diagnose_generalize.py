@@ -196,4 +196,5 @@ def test_a_fresh_torch_tensor_passed_to_a_collective_is_a_cpu_tensor():
     line = "│ ❱ 138 │   │   total_length = training_type.reduce(torch.tensor(local_length) │\n"
     assert _top(line)["id"] == "cpu_tensor_nccl_group"
     placed = line.replace("torch.tensor(local_length)", "torch.tensor(local_length, device=self.root_device)")
-    assert all(c["id"] != "cpu_tensor_nccl_group" for c in diagnose_text(placed)["causes"])
+    # placed on a device: no signature (the corpus case itself may still come back as a similar log)
+    assert all(c["level"] != "signature" for c in diagnose_text(placed)["causes"] if c["id"] == "cpu_tensor_nccl_group")
