@@ -19,6 +19,8 @@ ECHO_CAUSE = "peer_died_first"
 MAX_EVIDENCE = 5
 ECHO_BONUS = 8.0
 KEYWORD_WEIGHT = 2.0
+PROSE_WEIGHT = 1.0       # a keyword in a short log that holds no error line (someone's account, not the job's output)
+PROSE_LINES = 20
 THIN_SCORE = 4.0
 VERSION_WEIGHT = 5.0     # a driver older than the build's CUDA, read from version lines
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
@@ -169,6 +171,10 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
 
     differing = tally.rank_values.differing()
     tally.conditions.update(differs_key(c) for c in differing)
+    if context and matcher.conditions:
+        # what the person says they ran (mpirun, several jobs on one machine, code copied by hand) is a fact
+        # about the run as a log line is: it meets `when` / `unless` conditions the same way
+        tally.conditions.update(c for line in context.splitlines() for c in matcher.match_conditions(line))
     seen = tally.conditions
     if any(s.conditional for s in matcher.signatures):
         builder.keep_hits(lambda h: h.active(seen))  # a signature whose condition failed did not match
@@ -218,6 +224,14 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                                                 "kind": h.kind, "proves": h.proves, "quoted": quoted})
             for patch in preconditions.met_in(line):
                 tally.patch_shown.setdefault(patch, {"file": "<context>", "line": i, "text": line[:500]})
+    prose_hits: list[dict] = []
+    if stats.lines <= PROSE_LINES and not tally.counts and not any(e.is_error for e in builder.events):
+        # a few lines without a single error line are someone's account of the failure (a long quiet log is a
+        # job's own output, whose banners and settings say nothing of a cause): its words count as words
+        prose = _plain(tally.head)
+        for cause, kw, words in matcher.match_keywords(prose):
+            scores[cause] += PROSE_WEIGHT
+            prose_hits.append({"cause": cause, "keyword": kw, "words": words, "text": prose[:500]})
 
     evidence_of: dict[str, list[dict]] = {}
     for cause in scores:
@@ -243,6 +257,9 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         evidence += [{"file": "<context>", "line": None, "text": context or "", "rank": None, "kind": "keyword",
                       "proves": f"the description says {h['words']!r} (/{h['keyword']}/)"} for h in context_hits
                      if h["cause"] == cause][:1]
+        evidence += [{"file": "<log>", "line": None, "text": h["text"], "rank": None, "kind": "keyword",
+                      "proves": f"the log (no error line in it) says {h['words']!r} (/{h['keyword']}/)"}
+                     for h in prose_hits if h["cause"] == cause][:1]
         for ev in evidence:
             ev["level"] = calibrate.level_of(ev)
         level = calibrate.cause_level(evidence)

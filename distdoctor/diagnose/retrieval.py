@@ -11,6 +11,7 @@ The index is built in memory on first use (a few hundred short documents: millis
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,6 +44,28 @@ class Match:
     doc_id: str
     score: float
     text: str           # the known failure's line (structural) or the document's best line (similar)
+
+
+# Words every traceback and launcher banner has: they say nothing about the failure.
+_BOILERPLATE = frozenset("traceback most recent call last file line module".split())
+_LIBRARY = re.compile(r"[\\/](?:site|dist)-packages[\\/]|[\\/]lib[\\/]python[\d.]*[\\/]")
+_FRAME_AT = re.compile(r'File "(?P<path>[^"]*)", line \d+, in (?P<fn>[\w<>.]+)')
+
+
+def retrieval_tokens(text: str) -> list[str]:
+    """Tokens for BM25: a traceback frame gives its file's stem and function (`c10d_rendezvous_backend`,
+    `_call_store`: where it failed, which the message template abstracts away); other lines their template
+    tokens without the traceback boilerplate."""
+    out: list[str] = []
+    for line in text.splitlines():
+        m = _FRAME_AT.search(line)
+        if m:
+            if _LIBRARY.search(m["path"]):
+                stem = re.split(r"[\\/]", m["path"])[-1].rsplit(".", 1)[0].lower()
+                out += [stem, m["fn"].lower()]
+            continue
+        out += [t for t in tokens(line) if t not in _BOILERPLATE]
+    return out
 
 
 def use_corpus(root: str | Path | None) -> None:
@@ -103,12 +126,13 @@ class KnownFailures:
             import bm25s  # imported on first use: a log with signature evidence never needs it
 
             self._bm25 = bm25s.BM25()
-            self._bm25.index([tokens(text) or ["<empty>"] for _, _, _, text in self.docs], show_progress=False)
+            self._bm25.index([retrieval_tokens(text) or ["<empty>"] for _, _, _, text in self.docs],
+                             show_progress=False)
         return self._bm25
 
     def similar(self, query: str) -> list[Match]:
         """Causes of the documents most like the query (best document per cause), strongest first."""
-        q = tokens(query)
+        q = retrieval_tokens(query)
         if not q or not self.docs:
             return []
         import numpy as np

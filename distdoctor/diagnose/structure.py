@@ -78,11 +78,16 @@ class Failure:
     message: str            # the key line without its rank prefix
     words: frozenset[str]   # template tokens of the message
     frames: tuple[str, ...]  # torch (and framework) functions of its traceback, outermost first
+    says: bool = True        # the message says something beyond the exception's (qualified) name
 
 
 def _failure(body: str, frames: tuple[str, ...]) -> Failure:
     """A failure's words are its message template's tokens and the torch functions it failed in."""
-    return Failure(exception_type(body), body, frozenset(tokens(body)) | {f"frame:{f}" for f in frames}, frames)
+    m = _EXC_TYPE.match(body)
+    # a wrapper with an empty message (`ProcessRaisedException:`, `ChildFailedError:`) names no failure
+    says = m is None or bool(tokens(body[m.end():]))
+    return Failure(exception_type(body), body, frozenset(tokens(body)) | {f"frame:{f}" for f in frames}, frames,
+                   says)
 
 
 def failure_of(ev: Event) -> Failure:
@@ -119,8 +124,9 @@ def error_lines(text: str) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def similarity(a: Failure, b: Failure) -> float:
-    """How alike two failures are: 0 unless their exception types agree; then the overlap of their templates."""
-    if a.exc_type is None or a.exc_type != b.exc_type or not a.words or not b.words:
+    """How alike two failures are: 0 unless their exception types agree and both messages say something; then
+    the overlap of their templates."""
+    if a.exc_type is None or a.exc_type != b.exc_type or not a.words or not b.words or not (a.says and b.says):
         return 0.0
     return len(a.words & b.words) / len(a.words | b.words)
 

@@ -1,0 +1,200 @@
+"""Readings that separate neighbouring causes on real text: what the description says about the run (it meets
+`when` / `unless` conditions as a log line does), where a failure happened (a checkpoint load, the first
+barrier, a store call), which side of a connection closed, and short accounts without any error line."""
+
+import os
+import subprocess
+import sys
+
+from distdoctor.diagnose import diagnose_text
+from distdoctor.diagnose.retrieval import retrieval_tokens
+from distdoctor.diagnose.structure import failure_of_text, similarity
+
+# Produced here: python -m torch.distributed.run --standalone --nproc_per_node=2 evals/programs/fail_code_not_synced.py
+# (tests/data/logs/gen_code_not_synced.log), torch 2.13.0+cpu, gloo
+DDP_MODELS = ("[rank1]: RuntimeError: DDP expects same model across all ranks, but Rank 1 has 4 params, while rank 0 "
+              "has inconsistent 6 params.\n")
+# https://github.com/wenet-e2e/wekws/issues/172
+C10D_STORE = ("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store "
+              "has failed. See inner exception for details.\n")
+# https://github.com/showlab/Tune-A-Video/issues/90
+PORT_TAKEN = ("RuntimeError: The server socket has failed to listen on any local network address. The server socket "
+              "has failed to bind to [::]:29500 (errno: 98 - Address already in use). The server socket has failed "
+              "to bind to 0.0.0.0:29500 (errno: 98 - Address already in use).\n")
+# https://github.com/Lightning-AI/pytorch-lightning/issues/19219
+OOM_16 = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 16.\n"
+# https://github.com/MIC-DKFZ/nnUNet/issues/593
+BARRIER_OOM = (
+    "Traceback (most recent call last):\n"
+    '  File "run/run_training_DDP.py", line 184, in <module>\n'
+    "    main()\n"
+    '  File "/afs/crc.nd.edu/user/y/ypeng4/nnUnet/nnunet/training/network_training/nnUNetTrainerV2_DDP.py", '
+    "line 160, in initialize\n"
+    "    distributed.barrier()\n"
+    '  File "/afs/crc.nd.edu/user/y/ypeng4/.local/lib/python3.7/site-packages/torch/distributed/distributed_c10d.py", '
+    "line 2420, in barrier\n"
+    "    work = default_pg.barrier(opts=opts)\n"
+    "RuntimeError: CUDA error: out of memory\n")
+
+
+def _top(text: str, context: str | None = None) -> dict:
+    return diagnose_text(text, context=context)["causes"][0]
+
+
+def test_models_that_differ_are_that_cause_unless_the_run_shows_its_nodes_differ():
+    assert _top(DDP_MODELS)["id"] == "model_differs_across_ranks"
+    assert _top(DDP_MODELS, "torchrun --standalone --nproc_per_node=2 train.py")["id"] == "model_differs_across_ranks"
+    copied = "two nodes, code and configs copied to each by hand; the second node's copy is older"
+    assert _top(DDP_MODELS, copied)["id"] == "environment_mismatch"
+
+
+def test_a_lost_store_is_a_shared_port_when_several_jobs_share_the_machine():
+    assert _top(C10D_STORE)["id"] == "rendezvous_unreachable"
+    top = _top(C10D_STORE, "several single-GPU jobs submitted at once on one machine")
+    assert top["id"] == "port_in_use" and top["level"] == "signature"
+
+
+def test_a_taken_port_under_srun_tasks_that_each_run_a_launcher_is_the_slurm_launch():
+    assert _top(PORT_TAKEN)["id"] == "port_in_use"
+    assert _top(PORT_TAKEN, "srun --ntasks-per-node=1 torchrun --nproc_per_node=8 train.py")["id"] == "port_in_use"
+    nested = "sbatch --nodes=2 --ntasks-per-node=8, srun torchrun --nproc_per_node=$SLURM_NTASKS_PER_NODE"
+    assert _top(PORT_TAKEN, nested)["id"] == "slurm_launch"
+
+
+def test_oom_while_resuming_a_checkpoint_is_the_load_without_map_location():
+    assert _top(OOM_16)["id"] == "oom_one_rank"
+    assert _top(OOM_16, "Lightning, 4 GPUs, resuming a GAN from a checkpoint with load_from_checkpoint")["id"] \
+        == "torch_load_no_map_location"
+    # https://github.com/lopuhin/transformer-lm/issues/21: the traceback itself shows the load
+    lopuhin = ("    optimizer.load_state_dict(torch.load(optimizer_path))\n"
+               '  File "/home/ubuntu/anaconda3/envs/pytorch_p36/lib/python3.6/site-packages/torch/serialization.py", '
+               "line 99, in _cuda_deserialize\n"
+               "    return storage_type(obj.size())\n"
+               "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 11.17 GiB total capacity; "
+               "962.69 MiB already allocated; 17.19 MiB f\n")
+    assert _top(lopuhin)["id"] == "torch_load_no_map_location"
+
+
+def test_a_cuda_error_oom_at_the_first_barrier_is_every_rank_on_one_gpu():
+    assert _top(BARRIER_OOM)["id"] == "local_rank_device"
+
+
+def test_a_wrapper_exception_without_a_message_matches_no_known_failure():
+    bare = failure_of_text("torch.multiprocessing.spawn.ProcessRaisedException:")
+    assert not bare.says and similarity(bare, bare) == 0.0
+    said = failure_of_text("torch.multiprocessing.spawn.ProcessRaisedException: RuntimeError: boom")
+    assert said.says and similarity(said, said) == 1.0
+    # https://github.com/tczhangzhi/pytorch-distributed/issues/18: the log stops after the wrapper's line
+    r = diagnose_text("    raise ProcessRaisedException(msg, error_index, failed_process.pid)\n"
+                      "torch.multiprocessing.spawn.ProcessRaisedException:\n\n"
+                      "-- Process 1 terminated with the following error:\n")
+    assert r["verdict"] != "confident"
+
+
+def test_rank0_store_waiting_for_clients_is_an_unreachable_rendezvous():
+    """A real rank 0 whose peer never connects (the store's side of an unreachable rendezvous)."""
+    code = ("import datetime, torch.distributed as dist; "
+            "dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=3))")
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29794", "RANK": "0", "WORLD_SIZE": "2",
+           "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "clients joined" in out.stderr
+    top = _top(out.stderr)
+    assert top["id"] == "rendezvous_unreachable" and top["level"] == "signature"
+
+
+def test_the_agents_store_call_and_a_vain_store_wait_point_at_the_rendezvous():
+    # https://github.com/meta-pytorch/torchx/issues/540 (cut at the raise)
+    torchx = ("(CommandActor pid=552, ip=10.130.6.168)   File \"/home/ray/anaconda3/lib/python3.9/site-packages/torch/"
+              "distributed/elastic/rendezvous/c10d_rendezvous_backend.py\", line 115, in _call_store\n"
+              "(CommandActor pid=552, ip=10.130.6.168)     raise\n")
+    assert _top(torchx)["id"] == "rendezvous_unreachable"
+    # https://github.com/modelscope/ms-swift/issues/3343
+    swift = ("[W228 18:45:15.741177013 socket.cpp:487] [c10d] waitForInput: socket SocketImpl(fd=11, "
+             "addr=[xxxxxx.com]:38674, remote=[::ffff:33.148.62.162]:23456) timed out after 900000ms\n")
+    assert _top(swift)["id"] == "rendezvous_unreachable"
+
+
+def test_a_failed_fabric_manager_is_a_fabric_fault():
+    # https://github.com/haotian-liu/LLaVA/issues/683
+    assert _top("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before "
+                "calling NumCudaDevices() that might have already set an error? Error 802: system not yet "
+                "initialized\n")["id"] == "fabric_fault"
+    # https://github.com/pytorch/pytorch/issues/129749
+    assert _top("    Process: 444114 ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg "
+                "(code=exited, status=1/FAILURE)\n")["id"] == "fabric_fault"
+
+
+def test_ncc_socket_closed_by_the_peer_is_an_echo_of_its_death():
+    # https://github.com/NVIDIA/nccl/issues/795
+    top = _top("a100-st-p4d24xlarge-22:183006:183220 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from "
+               "10.200.84.247<58355> failed : Broken pipe\n")
+    assert top["id"] == "peer_died_first"
+
+
+def test_a_short_account_without_an_error_line_counts_its_words():
+    # https://github.com/pytorch/pytorch/issues/31771
+    account = ("When using the torch.utils.data.distributed.DistributedSampler () function, the data set cannot be "
+               "shuffled, and each epoch samples the data in the same order.\n")
+    r = diagnose_text(account)
+    top = r["causes"][0]
+    assert top["id"] == "sampler_set_epoch_missing" and r["verdict"] == "candidates"
+    assert any(ev["kind"] == "keyword" and ev["file"] == "<log>" for ev in top["evidence"])
+    # the same words inside a long quiet output are a program's, not an account: not read as keywords
+    quiet = "".join(f"step {i}: loss 1.0\n" for i in range(40)) + account
+    causes = diagnose_text(quiet)["causes"]
+    assert not any(ev["file"] == "<log>" for c in causes for ev in c["evidence"])
+
+
+def test_retrieval_reads_library_frames_and_skips_traceback_boilerplate():
+    text = ("Traceback (most recent call last):\n"
+            '  File "train.py", line 3, in <module>\n'
+            '  File "/usr/lib/python3.10/site-packages/torch/distributed/elastic/rendezvous/'
+            'c10d_rendezvous_backend.py", line 115, in _call_store\n'
+            "RuntimeError: boom\n")
+    toks = retrieval_tokens(text)
+    assert "c10d_rendezvous_backend" in toks and "_call_store" in toks
+    assert not {"traceback", "recent", "file", "line", "train"} & set(toks)
+
+
+SPAWN_KILL = """
+import os, signal
+import torch.multiprocessing as mp
+def work(i):
+    if i == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    import time; time.sleep(2)
+if __name__ == "__main__":
+    mp.spawn(work, nprocs=2)
+"""
+LOADER_KILL = """
+import os, signal
+from torch.utils.data import DataLoader, Dataset
+class D(Dataset):
+    def __len__(self): return 8
+    def __getitem__(self, i):
+        os.kill(os.getpid(), signal.SIGKILL)
+for b in DataLoader(D(), num_workers=1):
+    pass
+"""
+
+
+def test_a_process_killed_from_outside_under_spawn_or_in_a_loader_worker_is_memory(tmp_path):
+    """Real processes that die of SIGKILL, as the OOM killer kills them."""
+    for name, code in (("spawnkill.py", SPAWN_KILL), ("loaderkill.py", LOADER_KILL)):
+        script = tmp_path / name
+        script.write_text(code)
+        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert out.returncode != 0 and ("SIGKILL" in out.stderr or "Killed" in out.stderr)
+        top = _top(out.stderr)
+        assert top["id"] == "oom_one_rank" and top["level"] == "signature", name
+
+
+def test_a_fresh_torch_tensor_passed_to_a_collective_is_a_cpu_tensor():
+    # https://github.com/ssbuild/chatglm_finetuning/issues/76 (a rich traceback cut before its message)
+    line = "│ ❱ 138 │   │   total_length = training_type.reduce(torch.tensor(local_length) │\n"
+    assert _top(line)["id"] == "cpu_tensor_nccl_group"
+    placed = line.replace("torch.tensor(local_length)", "torch.tensor(local_length, device=self.root_device)")
+    # placed on a device: no signature (the corpus case itself may still come back as a similar log)
+    assert all(c["level"] != "signature" for c in diagnose_text(placed)["causes"] if c["id"] == "cpu_tensor_nccl_group")
