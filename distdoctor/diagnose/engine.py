@@ -10,7 +10,8 @@ from distdoctor.diagnose import calibrate, gpu_processes, preconditions, structu
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
-from distdoctor.diagnose.prefixes import message_rank, parse_timestamp, rank_from_path, split_prefix, strip_ansi
+from distdoctor.diagnose.prefixes import (NcclRanks, message_rank, parse_timestamp, rank_from_path, split_prefix,
+                                           strip_ansi)
 from distdoctor.diagnose.rank_values import RankValues
 from distdoctor.diagnose.scanner import Prefilter
 from distdoctor.diagnose.sources import InputError, ScanStats, Source, expand, spans
@@ -43,6 +44,7 @@ class _Tally:
         self.structural_scores: dict[str, float] = defaultdict(float)
         self.versions = versions.VersionFacts()  # driver and build CUDA versions the log states
         self.gpus = gpu_processes.GpuProcesses()  # nvidia-smi's process rows
+        self.nccl = NcclRanks()  # NCCL processes' ranks, from their communicator lines
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
@@ -74,8 +76,12 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                     stats.invalid_utf8 = True
                 text = strip_ansi(text).rstrip("\r")
                 rank, ts, body = split_prefix(text)
+                stated = "comm 0x" in text and tally.nccl.read(text)
                 if rank is None:
-                    rank = src.rank_hint if src.rank_hint is not None else message_rank(body)
+                    rank = src.rank_hint if src.rank_hint is not None else \
+                        tally.nccl.rank_of(text) if tally.nccl.ranks else None
+                    if rank is None:
+                        rank = message_rank(body)
                 if ts is None:
                     ts = parse_timestamp(body)
                 hits = matcher.match_line(text)
@@ -94,7 +100,8 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                         tally.rank_values.add(cond, who, value, ln)
                 for h in hits:
                     tally.add(ln, h)
-                builder.feed(ln, body)
+                if not (stated and not hits):  # a communicator line only names a process's rank
+                    builder.feed(ln, body)
 
 
 def _read_mismatch(text: str, file: str, line_no: int, rank: int | None, hits: list, tally: _Tally,

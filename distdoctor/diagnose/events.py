@@ -13,14 +13,16 @@ FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?P<comma>,)? in ')
 EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|NotMet|Failure)"
                       r"\b(?::|\s*$)")
 ERRORISH = re.compile(r"Error\b|Error:|Exception\b|ERROR|Fatal Python error|terminate called|what\(\): |"
-                      r"Segmentation fault|: error:|^\[?[EF]\d{3,4} \d\d:|^\[[EF] |FAILED|Aborted|core dumped")
+                      r"Segmentation fault|: error:|^\[?[EF]\d{3,4} \d\d:|^\[[EF] |FAILED|Aborted|core dumped|"
+                      # NCCL reports its errors as WARN: "NCCL WARN ...", in 2.2 "include/socket.h:360 WARN ..."
+                      r"^(?:[\w/.-]+\.(?:cc|cu|h|cpp|c):\d+ )?NCCL WARN |^[\w/.-]+\.(?:cc|cu|h|cpp|c):\d+ WARN ")
 # The torchrun agent's own output: summaries of failures it saw, not failures of its own.
 AGENT = re.compile(r"torch/distributed/elastic/|torch/distributed/run\.py|torch/distributed/launcher/|"
                    r"ChildFailedError|closing signal SIG|Root Cause \(first observed failure\)|"
                    r"torch\.distributed\.elastic|elastic_launch|launch_agent|"
                    r"^\s*(?:exitcode|error_file|traceback|host|time|rank)\s+:|^\S+\.py FAILED\s*$")
 # Consequences of another rank's failure (log syntax of gloo, NCCL and the agent).
-ECHO = re.compile(r"Connection closed by peer|Connection reset by peer|closing signal SIGTERM|"
+ECHO = re.compile(r"Connection closed by (?:remote )?peer|Connection reset by peer|closing signal SIGTERM|"
                   r"Signal 15 \(SIGTERM\)|Watchdog caught collective operation timeout|detected by watchdog|"
                   r"ProcessGroupNCCL's watchdog|Connection closed by localRank|Broken pipe|"
                   r"ChildFailedError|remote worker crashing")
@@ -197,6 +199,18 @@ class EventBuilder:
             self.summary[-1].exitcode = int(m["code"] or m["code2"])
             self.summary[-1].exit_line = ln
 
+    def _adopt(self, ln: Line, body: str) -> None:
+        """An unprefixed exception line whose message names its rank ("... on ranks. Rank 1 is running
+        collective") ends the unprefixed traceback open before it: that traceback is the rank's."""
+        ev = self.open.get((ln.src, None))
+        if ev is None or ev.closed or ev.kind != "traceback" or not EXC_LINE.match(body.strip()) \
+                or (ln.src, ln.rank) in self.open:
+            return
+        for prev in ev.lines:
+            prev.rank = ln.rank
+        self.open[(ln.src, ln.rank)] = self.open.pop((ln.src, None))
+        self._seen.add((ln.src, ln.rank))
+
     def feed(self, ln: Line, body: str) -> None:
         if len(ln.text) > MAX_TEXT:
             ln.text, ln.body = ln.text[:MAX_TEXT], ln.body[:MAX_TEXT]
@@ -217,6 +231,8 @@ class EventBuilder:
             ln.rank = cont.rank
             cont.lines.append(ln)
             return
+        if ln.rank is not None and body == ln.text:
+            self._adopt(ln, body)
         key = (ln.src, ln.rank)
         ev = self.open.get(key)
         if ev is None and ln.rank is None:
