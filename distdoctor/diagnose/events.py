@@ -34,6 +34,8 @@ AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P
 DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
+SUMMARY_TIME = re.compile(r"^\s*time\s*:\s*(?P<time>\S+)")
+SIGTERM = -15  # the agent's own stop signal to the workers left after a failure
 # The job's size where a line states it (torch's store barrier, a launcher, a user's print).
 WORLD_SIZE = re.compile(r"(?i)\bworld[_ ]size\b\s*[=:]?\s*(?P<n>\d{1,6})\b")
 MAX_EVENT_LINES = 24
@@ -129,6 +131,13 @@ class SummaryEntry:
     root: bool                  # listed under "Root Cause (first observed failure)"
     exitcode: int | None = None
     exit_line: Line | None = None
+    time: str | None = None     # as the table prints it: seconds, so ties are common
+
+    @property
+    def distinctive(self) -> bool:
+        """Killed by a signal other than the agent's SIGTERM, or an exit code other than the 1 that a Python
+        exception (like the one a peer's death raises) leaves."""
+        return self.exitcode is not None and self.exitcode not in (1, SIGTERM)
 
 
 class EventBuilder:
@@ -140,6 +149,7 @@ class EventBuilder:
         self.summary: list[SummaryEntry] = []    # torchrun's failure summary, in order
         self.agent_failed: Line | None = None    # first "failed (exitcode: N) local_rank: K"
         self._in_summary: dict[int, bool] = {}   # src -> inside the Root Cause part
+        self._time: dict[int, str] = {}          # src -> the time of the summary entry being read
         self._colon: dict[int, Event] = {}
         self._last_tb: dict[int, Event] = {}
         self._last_ts: dict[int, tuple[int, tuple]] = {}
@@ -167,32 +177,50 @@ class EventBuilder:
         """Ranks that wrote any candidate line, or that the agent's summary lists."""
         return {r for _, r in self._seen if r is not None} | {e.rank for e in self.summary}
 
-    def agent_first(self) -> Line | None:
-        """The rank the agent's summary shows failing first: one killed by a signal (not the agent's
-        SIGTERM) beats an ordinary exit listed as root cause, which may be only an echo of it."""
+    def agent_first(self, echoed: set[int] = frozenset()) -> Line | None:
+        """The rank the agent's summary shows failing first, or its line with no rank where the summary
+        cannot tell. The agent calls "Root Cause" the failure with the earliest time, in seconds; in a tie,
+        the lowest local rank found dead at that check, so a tie says nothing. Set aside: the workers the
+        agent stopped itself (SIGTERM) and ranks `echoed` (their own log shows only a peer's death). Of
+        those left: the only one, else the only one with the earliest time, else the only one with a
+        distinctive exit (a signal, a code other than 1) while the others exited 1."""
         root = next((e for e in self.summary if e.root), None)
-        killed = [e for e in self.summary if e.exitcode is not None and e.exitcode < 0 and e.exitcode != -15]
-        pick = root
-        if killed and (root is None or root.exitcode is None or root.exitcode >= 0):
-            pick = killed[0]
-        if pick is not None:
-            ln = pick.exit_line or pick.line  # "exitcode : -9 (pid: 7) (SIGKILL)" says more than "rank : 1"
-            return Line(ln.src, ln.file, ln.line, pick.rank, ln.ts, ln.text, ln.hits, ln.body)
+        own = [e for e in self.summary if e.exitcode != SIGTERM]
+        own = [e for e in own if e.rank not in echoed] or own
+        pick = None
+        if len(own) == 1:
+            pick = own[0]
+        elif own:
+            times = [e.time for e in own]
+            earliest = [e for e in own if e.time == min(times)] if None not in times else own
+            distinctive = [e for e in own if e.distinctive]
+            if len(earliest) == 1:
+                pick = earliest[0]
+            elif len(distinctive) == 1 and all(e.exitcode == 1 for e in own if e is not distinctive[0]):
+                pick = distinctive[0]
+        if pick is not None or root is not None:
+            shown = pick or root
+            ln = shown.exit_line or shown.line  # "exitcode : -9 (pid: 7) (SIGKILL)" says more than "rank : 1"
+            return Line(ln.src, ln.file, ln.line, pick.rank if pick else None, ln.ts, ln.text, ln.hits, ln.body)
         return self.agent_failed
 
     def _summary(self, ln: Line, body: str) -> None:
         if "Root Cause" in body:
             self._in_summary[ln.src] = True
             return
-        if body.strip() == "Failures:":
+        if body.strip().endswith("Failures:"):  # "Failures:", in torch 1.9-1.10 "Other Failures:"
             self._in_summary[ln.src] = False
             return
         if ln.src not in self._in_summary:
             return
+        m = SUMMARY_TIME.match(body)
+        if m:
+            self._time[ln.src] = m["time"]
+            return
         m = SUMMARY_RANK.match(body)
         if m:
             ln.rank = int(m["rank"])
-            self.summary.append(SummaryEntry(ln.rank, ln, self._in_summary[ln.src]))
+            self.summary.append(SummaryEntry(ln.rank, ln, self._in_summary[ln.src], time=self._time.pop(ln.src, None)))
             return
         m = SUMMARY_EXIT.match(body)
         if m and self.summary and self.summary[-1].exitcode is None:

@@ -47,7 +47,8 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
     errors = [e for e in builder.events if e.is_error and not e.is_agent]
     echoes = [e for e in errors if e.is_echo]
     candidates = [e for e in errors if not e.is_echo]
-    agent = builder.agent_first()
+    own = {e.rank for e in candidates}
+    agent = builder.agent_first({e.rank for e in echoes if e.rank is not None and e.rank not in own})
     if candidates:
         all_ts = all(e.ts is not None for e in candidates) and len({e.first.src for e in candidates}) > 1
         candidates.sort(key=lambda e: _order(e, all_ts))

@@ -342,6 +342,37 @@ CASES: list[Case] = [
          notes="rank 1 gets SIGKILL (exitcode -9) with no message of its own, as from the OOM killer or "
                "a scheduler; the log alone cannot tell OOM from another kill, so oom_one_rank is not "
                "claimed. Rank 0's 'Connection closed by peer' is an echo."),
+    Case("gen_mixed_exits_4ranks", "peer_died_first", "fail_mixed_exits.py", 1,
+         expect=["ValueError: bad batch", "(SIGABRT)", "exitcode  : 3 ", ECHO], nproc=4,
+         script_args=["--plan", "1:raise:0,3:exit:0.3,2:abort:0.6"], launcher_args=["--monitor-interval=2"],
+         attempts=3,
+         notes="rank 1 raises ValueError; 0.3 s later rank 3 calls sys.exit(3), 0.6 s later rank 2 aborts "
+               "(SIGABRT); rank 0 echoes gloo's 'Connection closed by peer'. All fail within one torchrun "
+               "check, so its summary lists ranks 1, 2 and 3 at the same second: only rank 1's traceback "
+               "says who went first (a signal is not earlier than an exception)."),
+    Case("gen_mixed_exits_filtered", "peer_died_first", "fail_mixed_exits.py", None,
+         expect=["[default0]:", "(SIGABRT)", "exitcode  : 3 ", ECHO], nproc=4,
+         script_args=["--plan", "1:raise:0,3:exit:0.3,2:abort:0.6"],
+         launcher_args=["--tee", "3", "--local-ranks-filter", "0", "--monitor-interval=2"], attempts=3,
+         notes="gen_mixed_exits_4ranks with only rank 0's output on the console: rank 1's ValueError is not "
+               "in the log. torchrun's summary lists ranks 1 (exitcode 1), 2 (SIGABRT) and 3 (exitcode 3) "
+               "at the same second, and calls the lowest of them root cause: the log does not show which "
+               "rank failed first."),
+    Case("gen_exit_code_rank2_prefix", "peer_died_first", "fail_mixed_exits.py", 2,
+         expect=["[2]:rank 2: giving up", "exitcode  : 3 ", ECHO], nproc=4,
+         script_args=["--plan", "2:exit:0"], launcher_args=["--tee", "3", "--monitor-interval=1"],
+         env={"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[${rank}]:"}, attempts=3,
+         notes="rank 2 calls sys.exit(3) without a traceback; lines carry the global-rank prefix "
+               "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:' (before torch's own [rankN]:). The other "
+               "ranks only echo its death (gloo 'Connection closed/reset by peer'), so torchrun's summary "
+               "(rank 2, exitcode 3) names it, whichever rank it calls root cause."),
+    Case("gen_segv_rank3_faulthandler", "peer_died_first", "fail_mixed_exits.py", 3,
+         expect=["Fatal Python error: Segmentation fault", "(SIGSEGV)", ECHO], nproc=4,
+         script_args=["--plan", "3:segv:0"], launcher_args=["--monitor-interval=1"],
+         env={"PYTHONFAULTHANDLER": "1"}, attempts=3,
+         notes="rank 3 dies of SIGSEGV; faulthandler's 'Fatal Python error' block carries no rank prefix "
+               "(it writes to the file descriptor, past torch's excepthook); ranks 0-2 echo it. Only "
+               "torchrun's summary (rank 3, exitcode -11) ties the crash to a rank."),
     Case("gen_oom_rank0_cpu", "oom_one_rank", "fail_oom_rank0.py", 0,
          expect=["DefaultCPUAllocator: can't allocate memory"], also=["peer_died_first"],
          notes="each rank is capped at 3 GiB of address space (RLIMIT_AS, like a container limit); rank 0 "
