@@ -25,7 +25,10 @@ AGENT = re.compile(r"torch/distributed/elastic/|torch/distributed/run\.py|torch/
 ECHO = re.compile(r"Connection closed by (?:remote )?peer|Connection reset by peer|closing signal SIGTERM|"
                   r"Signal 15 \(SIGTERM\)|Watchdog caught collective operation timeout|detected by watchdog|"
                   r"ProcessGroupNCCL's watchdog|Connection closed by localRank|Broken pipe|"
-                  r"ChildFailedError|remote worker crashing")
+                  r"ChildFailedError|remote worker crashing|"
+                  # horovod, on every rank once one failed: "Horovod has been shut down. This was caused by an
+                  # exception on one of the ranks ..."
+                  r"Horovod has been shut down")
 # A rank that reports a timeout was waiting for another: it names a victim, not a culprit.
 TIMEOUT = re.compile(r"[Tt]imed out|[Tt]imeout|timed out after|failed to pass monitoredBarrier")
 AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)"

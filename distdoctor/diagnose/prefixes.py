@@ -32,7 +32,8 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     # Ray's worker prefix: (CommandActor pid=552, ip=10.130.6.168) or (pid=552) (names a process, not a rank)
     ("none", re.compile(r"\((?:[A-Za-z_][\w.:-]* )?pid=\d+(?:, ip=[\w.:-]+)?\)\s?")),
     # NCCL debug lines: host:pid:tid [device] NCCL ... (a device index, not a rank: peeled only)
-    ("none", re.compile(r"[A-Za-z][\w.-]*:\d+:\d+ \[(?P<rank>\d+)\] ")),
+    # (the host may start with a digit, as a container id does: 603760c1c291:16956:18844 [7])
+    ("none", re.compile(r"(?=[\w.-]*[A-Za-z])[\w.-]+:\d+:\d+ \[(?P<rank>\d+)\] ")),
     # olmo-core style: 2025-06-16 16:58:45.173<TAB>g3053:1<TAB>...
     ("rank", re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s+[A-Za-z][\w.-]*:(?P<rank>\d{1,5})\s")),
     # a logger's (or kubectl --timestamps') time in front of a rank prefix: 2024-11-20 14:37:16 [rank3]: /
@@ -152,7 +153,7 @@ def rank_from_path(path: str) -> int | None:
 # NCCL debug lines start "host:pid:tid [device] ": the device is not a rank, but NCCL states each process's
 # rank in its communicator once ("comm 0x7fa4.. rank 0 nranks 2" in 2.2, "... rank 3 nRanks 8 nNodes 1 ..."
 # and "ncclCommInitRank comm 0x.. rank 1 nranks 2 cudaDev 1 ..." later). Lines of that process are then that rank's.
-NCCL_PROCESS = re.compile(r"(?P<proc>[A-Za-z][\w.-]*:\d+):\d+ \[\d+\] ")
+NCCL_PROCESS = re.compile(r"(?P<proc>(?=[\w.-]*[A-Za-z])[\w.-]+:\d+):\d+ \[\d+\] ")
 NCCL_COMM_RANK = re.compile(r"\bcomm 0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)")
 
 
