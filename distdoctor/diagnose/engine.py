@@ -10,8 +10,8 @@ from distdoctor.diagnose import calibrate, gpu_processes, preconditions, structu
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
-from distdoctor.diagnose.prefixes import (NcclRanks, message_rank, parse_timestamp, rank_from_path, split_prefix,
-                                           strip_ansi)
+from distdoctor.diagnose.prefixes import (NcclRanks, message_rank, parse_timestamp, peel_prefix, rank_from_path,
+                                           split_prefix, strip_ansi)
 from distdoctor.diagnose.rank_values import RankValues
 from distdoctor.diagnose.scanner import Prefilter
 from distdoctor.diagnose.sources import InputError, ScanStats, Source, expand, spans
@@ -75,7 +75,9 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 if "\ufffd" in text:
                     stats.invalid_utf8 = True
                 text = strip_ansi(text).rstrip("\r")
-                rank, ts, body = split_prefix(text)
+                rank, local, ts, body = peel_prefix(text)
+                local = local if rank is None else None
+                rank = local if rank is None else rank
                 stated = "comm 0x" in text and tally.nccl.read(text)
                 if rank is None:
                     rank = src.rank_hint if src.rank_hint is not None else \
@@ -94,7 +96,7 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                     tally.patch_shown.setdefault(patch, {"file": src.name, "line": line_no, "text": text[:500]})
                 if matcher.conditions:
                     tally.conditions.update(matcher.match_conditions(text))
-                ln = Line(idx, src.name, line_no, rank, ts, text, hits, body)
+                ln = Line(idx, src.name, line_no, rank, ts, text, hits, body, local is not None)
                 if matcher.rank_values:
                     for cond, who, value in matcher.match_rank_values(text, rank):
                         tally.rank_values.add(cond, who, value, ln)

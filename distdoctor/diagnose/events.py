@@ -35,7 +35,7 @@ AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P
                           # torch.multiprocessing.spawn's parent names the process (its index) that failed
                           r"|[Pp]rocess (?P<spawned>\d+) terminated with (?:signal|exit code|the following error)")
 DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
-SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)")
+SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
 SUMMARY_TIME = re.compile(r"^\s*time\s*:\s*(?P<time>\S+)")
 SIGTERM = -15  # the agent's own stop signal to the workers left after a failure
@@ -56,6 +56,7 @@ class Line:
     text: str
     hits: list[CompiledSignature]
     body: str = ""   # text without rank prefixes
+    local: bool = False  # rank is a local rank (torchrun's [default1]:), not yet the global one
 
 
 @dataclass
@@ -153,6 +154,7 @@ class EventBuilder:
         self.agent_failed: Line | None = None    # first "failed (exitcode: N) local_rank: K"
         self._in_summary: dict[int, bool] = {}   # src -> inside the Root Cause part
         self._time: dict[int, str] = {}          # src -> the time of the summary entry being read
+        self.global_of: dict[tuple[int, int], int] = {}  # (src, local rank) -> global rank, from the summary
         self._colon: dict[int, Event] = {}
         self._last_tb: dict[int, Event] = {}
         self._last_ts: dict[int, tuple[int, tuple]] = {}
@@ -175,6 +177,29 @@ class EventBuilder:
             lines.append(self.agent_failed)
         for ln in lines:
             ln.hits[:] = [h for h in ln.hits if keep(h)]
+
+    def global_rank(self, ln: Line) -> int | None:
+        """A line's global rank: a local rank (torchrun's [default1]: on node 2 of a job) becomes the global
+        one where the agent's summary in the same source pairs them, and stays as it is where it does not
+        (one node: the same number)."""
+        if not ln.local or ln.rank is None:
+            return ln.rank
+        if (ln.src, ln.rank) in self.global_of:
+            return self.global_of[(ln.src, ln.rank)]
+        # torchrun numbers a node's ranks in one block: every pair the summary shows has the same offset
+        offsets = {g - local for (src, local), g in self.global_of.items() if src == ln.src}
+        if not offsets:
+            return ln.rank
+        return ln.rank + offsets.pop() if len(offsets) == 1 else None
+
+    def globalize(self) -> None:
+        """Turn the local ranks of every event's lines into global ones (once the whole input was read)."""
+        if not self.global_of:
+            return
+        for ev in self.events:
+            for ln in ev.lines:
+                if ln.local:
+                    ln.rank, ln.local = self.global_rank(ln), False
 
     def ranks_seen(self) -> set[int]:
         """Ranks that wrote any candidate line, or that the agent's summary lists."""
@@ -223,6 +248,8 @@ class EventBuilder:
         m = SUMMARY_RANK.match(body)
         if m:
             ln.rank = int(m["rank"])
+            if m["local"] is not None:
+                self.global_of[(ln.src, int(m["local"]))] = ln.rank
             self.summary.append(SummaryEntry(ln.rank, ln, self._in_summary[ln.src], time=self._time.pop(ln.src, None)))
             return
         m = SUMMARY_EXIT.match(body)

@@ -96,6 +96,12 @@ def strip_ansi(text: str) -> str:
 
 def split_prefix(line: str) -> tuple[int | None, tuple | None, str]:
     """Peel rank prefixes off a line: (rank or None, timestamp from a prefix or None, body)."""
+    rank, local, ts, body = peel_prefix(line)
+    return (rank if rank is not None else local), ts, body
+
+
+def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str]:
+    """Peel rank prefixes off a line: (global rank, local rank (torchrun's [default1]:), timestamp, body)."""
     rank: int | None = None
     local: int | None = None
     ts = None
@@ -120,7 +126,7 @@ def split_prefix(line: str) -> tuple[int | None, tuple | None, str]:
                 break
         else:
             break
-    return (rank if rank is not None else local), ts, body
+    return rank, local, ts, body
 
 
 def parse_timestamp(text: str) -> tuple | None:

@@ -135,6 +135,23 @@ def _torchrun_no_dashdash(case: Case) -> list[str]:
             *case.launcher_args, f"{PROGRAMS}/{case.program}", *case.script_args]
 
 
+def _torchrun_node1_of_two(case: Case) -> list[str]:
+    """Two torchrun agents on this machine as nodes 0 and 1 of one job (static rendezvous); the log is
+    node 1's console, where local rank L is global rank nproc + L. Node 0's output is discarded."""
+    port = str(_free_port())
+    def node(rank: int) -> str:
+        return shlex.join([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={case.nproc}",
+                           "--nnodes=2", f"--node-rank={rank}", "--master-addr=127.0.0.1", f"--master-port={port}",
+                           *case.launcher_args, f"{PROGRAMS}/{case.program}", "--", *case.script_args])
+    return ["bash", "-c", f"{node(0)} >/dev/null 2>&1 & {node(1)}; wait"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _torchrun_static(case: Case) -> list[str]:
     """torchrun without --standalone (static or c10d rendezvous given by case.launcher_args)."""
     return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={case.nproc}",
@@ -373,6 +390,13 @@ CASES: list[Case] = [
          notes="rank 3 dies of SIGSEGV; faulthandler's 'Fatal Python error' block carries no rank prefix "
                "(it writes to the file descriptor, past torch's excepthook); ranks 0-2 echo it. Only "
                "torchrun's summary (rank 3, exitcode -11) ties the crash to a rank."),
+    Case("gen_segv_node1_tee", "peer_died_first", "fail_mixed_exits.py", 3,
+         expect=["[default1]:Fatal Python error: Segmentation fault", "rank      : 3 (local_rank: 1)"],
+         script_args=["--plan", "3:segv:0"], launcher_args=["--tee", "3", "--monitor-interval=1"],
+         env={"PYTHONFAULTHANDLER": "1"}, cmd=_torchrun_node1_of_two, attempts=3,
+         notes="node 1 of a 2-node job (2 ranks per node): global rank 3 (local rank 1 there) dies of "
+               "SIGSEGV. faulthandler's block carries only torchrun's [default1]: prefix, a LOCAL rank; "
+               "torchrun's summary on node 1 says 'rank : 3 (local_rank: 1)'."),
     Case("gen_oom_rank0_cpu", "oom_one_rank", "fail_oom_rank0.py", 0,
          expect=["DefaultCPUAllocator: can't allocate memory"], also=["peer_died_first"],
          notes="each rank is capped at 3 GiB of address space (RLIMIT_AS, like a container limit); rank 0 "
