@@ -246,7 +246,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         if first_line is not None and any(h.cause == cause for h in first_line.hits):
             # the first failure's own line leads the evidence of the cause it shows
             lead = {"file": first_line.file, "line": first_line.line, "text": first_line.text[:500],
-                    "rank": first_line.rank, "kind": "first failure",
+                    "rank": first.key_line().rank if found.waiting and first is not None else first_line.rank,
+                    "kind": "first failure",
                     "proves": next(h.proves for h in first_line.hits if h.cause == cause)}
             evidence = [lead] + [e for e in evidence if (e["file"], e["line"]) != (lead["file"], lead["line"])]
         evidence += [{"file": "<context>", "line": None, "text": context or "", "rank": None, "kind": "keyword",
@@ -266,8 +267,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     if first_line is not None:
         ff = {"rank": first_line.rank, "file": first_line.file, "line": first_line.line,
               "text": first_line.text[:500], "ts": _fmt_ts(first_line.ts)}
-        if first is None:
-            ff["seen_by"] = found.seen_by
+        if first is None or found.seen_by:
+            ff["seen_by"] = found.seen_by  # the rank is named by the agent or by the others' reports
         if alike:
             ff["all_ranks"] = True
         if found.failed:

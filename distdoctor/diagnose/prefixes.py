@@ -75,10 +75,11 @@ _PATH_RANK = [
 
 
 # torch names the reporting rank inside some messages of an unprefixed line: "... store based barrier on
-# rank: 7, for key ...", "[Rank 0]: ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ...", and the collective
+# rank: 7, for key ...", "[Rank 0]: ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ..." (only the default group's:
+# "[PG ID 12 PG GUID 99(EXPERT_MODEL_PARALLEL_GROUP) Rank 4]" is a rank within that group), and the collective
 # mismatch, which names the reporting rank first ("... on ranks. Rank 1 is running collective: ..., but Rank 0
 # is running ...", ProcessGroupWrapper). Not "Rank 1 failed to pass": that names another rank.
-_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|^\s*\[Rank (?P<b>\d+)\]|\[PG [^\]]*\bRank (?P<c>\d+)\]"
+_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|^\s*\[Rank (?P<b>\d+)\]|\[PG ID 0 [^\]]*\bRank (?P<c>\d+)\]"
                            r"|collectives on ranks\. Rank (?P<d>\d+) is running collective")
 
 

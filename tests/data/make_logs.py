@@ -397,6 +397,13 @@ CASES: list[Case] = [
          notes="node 1 of a 2-node job (2 ranks per node): global rank 3 (local rank 1 there) dies of "
                "SIGSEGV. faulthandler's block carries only torchrun's [default1]: prefix, a LOCAL rank; "
                "torchrun's summary on node 1 says 'rank : 3 (local_rank: 1)'."),
+    Case("gen_skip_rank3_timeouts", "rank_conditional_collective", "fail_mixed_exits.py", 3,
+         expect=["Timed out waiting 10000ms", "rank      : 3 (local_rank: 3)", "(SIGTERM)"], nproc=4,
+         script_args=["--plan", "3:skip:0"], also=["collective_timeout"], timeout=90,
+         notes="4 ranks; the step-2 all_reduce runs on ranks 0-2 only while rank 3 stays busy. Ranks 0, 1 and "
+               "2 time out after the 10 s group timeout; rank 3 reports nothing and torchrun stops it "
+               "(SIGTERM). Its summary lists every rank, so the job is whole: the one rank that did not time "
+               "out is the one the others waited for."),
     Case("gen_oom_rank0_cpu", "oom_one_rank", "fail_oom_rank0.py", 0,
          expect=["DefaultCPUAllocator: can't allocate memory"], also=["peer_died_first"],
          notes="each rank is capped at 3 GiB of address space (RLIMIT_AS, like a container limit); rank 0 "
