@@ -11,6 +11,9 @@ from distdoctor.diagnose.matcher import anchors_of, trie_regex
 from distdoctor.diagnose.prefixes import parse_timestamp, rank_from_path, split_prefix, strip_ansi
 from distdoctor.diagnose.sources import MAX_LINE, ScanStats, blocks
 from distdoctor.knowledge import load_entries
+from distdoctor.paths import ROOT
+
+LOGS = ROOT / "tests" / "data" / "logs"
 
 
 @pytest.mark.parametrize("line,rank,body", [
@@ -425,3 +428,15 @@ def test_a_summary_tie_names_no_rank_unless_the_other_ranks_only_echo():
     only = [echo] + [ln for ln in table if "(local_rank: 1)" not in ln and "(local_rank: 2)" not in ln
                      and "29087" not in ln and "29088" not in ln]
     assert diagnose_text("\n".join(only))["first_failure"]["rank"] == 3
+
+
+def test_srun_task_exits_name_the_rank_where_no_worker_did():
+    """tests/data/logs/slurm_task_dies.log without task 1's own lines (its output lost): srun's
+    'task 1: Exited with exit code 1' names it; slurmstepd's STEP CANCELLED on task 0 is an echo."""
+    lines = (LOGS / "slurm_task_dies.log").read_text().splitlines()
+    r = diagnose_text("\n".join(ln for ln in lines if not ln.startswith("1: ")))
+    assert r["first_failure"]["rank"] == 1 and r["first_failure"]["seen_by"] == "agent"
+    # under `srun torchrun ...` a task is a node: srun's task ids are not ranks there
+    torchrun = "\n".join(ln for ln in lines if not ln.startswith("1: ")) + \
+        "\ntorch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+    assert (diagnose_text(torchrun)["first_failure"] or {}).get("rank") is None

@@ -20,7 +20,8 @@ ERRORISH = re.compile(r"Error\b|Error:|Exception\b|ERROR|Fatal Python error|term
 AGENT = re.compile(r"torch/distributed/elastic/|torch/distributed/run\.py|torch/distributed/launcher/|"
                    r"ChildFailedError|closing signal SIG|Root Cause \(first observed failure\)|"
                    r"torch\.distributed\.elastic|elastic_launch|launch_agent|"
-                   r"^\s*(?:exitcode|error_file|traceback|host|time|rank)\s+:|^\S+\.py FAILED\s*$")
+                   r"^\s*(?:exitcode|error_file|traceback|host|time|rank)\s+:|^\S+\.py FAILED\s*$|"
+                   r"^srun: error: \S+: tasks? [\d,-]+: ")
 # Consequences of another rank's failure (log syntax of gloo, NCCL and the agent).
 ECHO = re.compile(r"Connection closed by (?:remote )?peer|Connection reset by peer|closing signal SIGTERM|"
                   r"Signal 15 \(SIGTERM\)|Watchdog caught collective operation timeout|detected by watchdog|"
@@ -28,7 +29,9 @@ ECHO = re.compile(r"Connection closed by (?:remote )?peer|Connection reset by pe
                   r"ChildFailedError|remote worker crashing|"
                   # horovod, on every rank once one failed: "Horovod has been shut down. This was caused by an
                   # exception on one of the ranks ..."
-                  r"Horovod has been shut down")
+                  r"Horovod has been shut down|"
+                  # slurmstepd, on the tasks left when srun --kill-on-bad-exit ends the step (not "... DUE TO TIME LIMIT")
+                  r"\*\*\* STEP [\d.]+ ON \S+ CANCELLED AT \S+ \*\*\*")
 # A rank that reports a timeout was waiting for another: it names a victim, not a culprit.
 TIMEOUT = re.compile(r"[Tt]imed out|[Tt]imeout|timed out after|failed to pass monitoredBarrier")
 AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)"
@@ -39,6 +42,12 @@ SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)(?: \(local_rank: (?P<l
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
 SUMMARY_TIME = re.compile(r"^\s*time\s*:\s*(?P<time>\S+)")
 SIGTERM = -15  # the agent's own stop signal to the workers left after a failure
+# srun's report of its tasks (a task id is the rank where srun starts the workers itself):
+# "srun: error: vm: task 1: Exited with exit code 1", "srun: error: vm: task 0: Terminated"
+SRUN_EXIT = re.compile(r"^srun: error: \S+: tasks? (?P<tasks>\d+(?:[-,]\d+)*): (?:Exited with exit code (?P<code>\d+)"
+                       r"|(?P<signal>.+?))\s*$")
+SRUN_SIGNALS = {"Terminated": SIGTERM, "Killed": -9, "Segmentation fault": -11, "Aborted": -6, "Bus error": -7}
+TORCHRUN = ("torch/distributed/elastic", "torch.distributed.elastic", "ChildFailedError", "Root Cause")
 # The job's size where a line states it (torch's store barrier, a launcher, a user's print).
 WORLD_SIZE = re.compile(r"(?i)\bworld[_ ]size\b\s*[=:]?\s*(?P<n>\d{1,6})\b")
 MAX_EVENT_LINES = 24
@@ -155,6 +164,8 @@ class EventBuilder:
         self._in_summary: dict[int, bool] = {}   # src -> inside the Root Cause part
         self._time: dict[int, str] = {}          # src -> the time of the summary entry being read
         self.global_of: dict[tuple[int, int], int] = {}  # (src, local rank) -> global rank, from the summary
+        self.srun_exits: list[SummaryEntry] = []  # srun's task exits: the summary where no torchrun ran
+        self.torchrun_seen = False                # torchrun's agent wrote to these logs
         self._colon: dict[int, Event] = {}
         self._last_tb: dict[int, Event] = {}
         self._last_ts: dict[int, tuple[int, tuple]] = {}
@@ -269,11 +280,32 @@ class EventBuilder:
         self.open[(ln.src, ln.rank)] = self.open.pop((ln.src, None))
         self._seen.add((ln.src, ln.rank))
 
+    def _srun(self, ln: Line) -> None:
+        m = SRUN_EXIT.match(ln.text)
+        if m is None:
+            return
+        code = int(m["code"]) if m["code"] else SRUN_SIGNALS.get(m["signal"].replace(" (core dumped)", ""))
+        for part in m["tasks"].split(","):
+            lo, _, hi = part.partition("-")
+            for task in range(int(lo), int(hi or lo) + 1):
+                if len(self.srun_exits) < 4096:
+                    self.srun_exits.append(SummaryEntry(task, ln, False, code, ln))
+
+    def exits_from_srun(self) -> None:
+        """Where no torchrun agent wrote a summary (srun started the workers), srun's task exits are it.
+        Under `srun torchrun ...` a task is a node, not a rank: ignored then."""
+        if not self.summary and not self.torchrun_seen:
+            self.summary = self.srun_exits
+
     def feed(self, ln: Line, body: str) -> None:
         if len(ln.text) > MAX_TEXT:
             ln.text, ln.body = ln.text[:MAX_TEXT], ln.body[:MAX_TEXT]
             body = ln.body
         self._summary(ln, body)
+        if not self.torchrun_seen and any(t in body for t in TORCHRUN):
+            self.torchrun_seen = True
+        if body.startswith("srun: error: "):
+            self._srun(ln)
         if "orld" in body:
             m = WORLD_SIZE.search(body)
             if m and 1 < int(m["n"]) <= 1_000_000:

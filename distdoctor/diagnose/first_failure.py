@@ -45,6 +45,7 @@ def _signature(ev: Event):
 def find_first_failure(builder: EventBuilder) -> FirstFailure:
     """Find the first failure among the events of all sources."""
     builder.globalize()
+    builder.exits_from_srun()
     errors = [e for e in builder.events if e.is_error and not e.is_agent]
     echoes = [e for e in errors if e.is_echo]
     candidates = [e for e in errors if not e.is_echo]
