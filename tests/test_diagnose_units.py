@@ -365,6 +365,16 @@ def test_rank_named_inside_a_torch_message():
                         "for key: store_based_barrier_key:1 (world_size=8, worker_count=9, timeout=0:30:00)") == 7
     assert message_rank("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 3000 ms") == 0
     assert message_rank("RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running") is None
+    # https://github.com/pytorch/pytorch/issues/118369: a glog header before the reporting rank
+    assert message_rank("[E ProcessGroupNCCL.cpp:458] [Rank 7] Watchdog caught collective operation timeout: "
+                        "WorkNCCL(SeqNum=64088, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25625251 milliseconds "
+                        "before timing out.") == 7
+    # https://github.com/huggingface/open-r1/issues/620: C++'s what() line; and a subgroup's rank is not global
+    # (https://github.com/modelscope/ms-swift/issues/7992)
+    assert message_rank("  what():    what():    what():  [PG ID 0 PG GUID 0(default_pg) Rank 2] Process group "
+                        "watchdog thread terminated with exception: [Rank 2]") == 2
+    assert message_rank("[PG ID 12 PG GUID 99(EXPERT_MODEL_PARALLEL_GROUP) Rank 4] ProcessGroupNCCL's watchdog got "
+                        "stuck for 480 seconds") is None
     r = diagnose_text("RuntimeError: Timed out initializing process group in store based barrier on rank: 7, for key: "
                       "store_based_barrier_key:1 (world_size=8, worker_count=9, timeout=0:30:00)\n")
     assert r["first_failure"]["rank"] == 7

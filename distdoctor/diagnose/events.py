@@ -270,10 +270,13 @@ class EventBuilder:
 
     def _adopt(self, ln: Line, body: str) -> None:
         """An unprefixed exception line whose message names its rank ("... on ranks. Rank 1 is running
-        collective") ends the unprefixed traceback open before it: that traceback is the rank's."""
+        collective", C++'s "what():  [Rank 2] ...") ends the unprefixed traceback or crash open before it:
+        that one is the rank's."""
         ev = self.open.get((ln.src, None))
-        if ev is None or ev.closed or ev.kind != "traceback" or not EXC_LINE.match(body.strip()) \
-                or (ln.src, ln.rank) in self.open:
+        if ev is None or ev.closed or (ln.src, ln.rank) in self.open:
+            return
+        stripped = body.strip()
+        if not (ev.kind == "traceback" and EXC_LINE.match(stripped) or ev.kind == "crash" and stripped.startswith("what():")):
             return
         for prev in ev.lines:
             prev.rank = ln.rank

@@ -79,7 +79,11 @@ _PATH_RANK = [
 # "[PG ID 12 PG GUID 99(EXPERT_MODEL_PARALLEL_GROUP) Rank 4]" is a rank within that group), and the collective
 # mismatch, which names the reporting rank first ("... on ranks. Rank 1 is running collective: ..., but Rank 0
 # is running ...", ProcessGroupWrapper). Not "Rank 1 failed to pass": that names another rank.
-_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|^\s*\[Rank (?P<b>\d+)\]|\[PG ID 0 [^\]]*\bRank (?P<c>\d+)\]"
+_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|"
+                           # [Rank 3] leading the message, after a glog header ("[E ProcessGroupNCCL.cpp:458] ",
+                           # "E0704 13:48:58.260494 12 ProcessGroupNCCL.cpp:1746] ") or C++'s "what():  "
+                           r"^\s*(?:\[?[EWIF]\d*(?: [\d:.]+)*(?: \d+)? [\w./-]+:\d+\] |.*?what\(\):\s+)?\[Rank (?P<b>\d+)\]|"
+                           r"\[PG ID 0 [^\]]*\bRank (?P<c>\d+)\]"
                            r"|collectives on ranks\. Rank (?P<d>\d+) is running collective")
 
 
