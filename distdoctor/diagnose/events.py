@@ -42,6 +42,7 @@ SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)(?: \(local_rank: (?P<l
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
 SUMMARY_TIME = re.compile(r"^\s*time\s*:\s*(?P<time>\S+)")
 SIGTERM = -15  # the agent's own stop signal to the workers left after a failure
+SIGABRT = -6
 # srun's report of its tasks (a task id is the rank where srun starts the workers itself):
 # "srun: error: vm: task 1: Exited with exit code 1", "srun: error: vm: task 0: Terminated"
 SRUN_EXIT = re.compile(r"^srun: error: \S+: tasks? (?P<tasks>\d+(?:[-,]\d+)*): (?:Exited with exit code (?P<code>\d+)"
@@ -148,9 +149,10 @@ class SummaryEntry:
 
     @property
     def distinctive(self) -> bool:
-        """Killed by a signal other than the agent's SIGTERM, or an exit code other than the 1 that a Python
-        exception (like the one a peer's death raises) leaves."""
-        return self.exitcode is not None and self.exitcode not in (1, SIGTERM)
+        """Killed by a signal, or an exit code other than the 1 that a Python exception (like the one a peer's
+        death raises) leaves. Not the agent's SIGTERM, nor SIGABRT: NCCL's watchdog aborts the ranks that
+        waited on a dead peer with it, as a rank's own C++ error does."""
+        return self.exitcode is not None and self.exitcode not in (1, SIGTERM, SIGABRT)
 
 
 class EventBuilder:
