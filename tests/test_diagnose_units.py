@@ -37,6 +37,9 @@ LOGS = ROOT / "tests" / "data" / "logs"
     ("[2]:rank 2: giving up at step 2", 2, "rank 2: giving up at step 2"),
     ("[3]:[rank3]: Traceback (most recent call last):", 3, " Traceback (most recent call last):"),
     ("[1]:", None, "[1]:"),  # an index line of torchrun's failure table, not a rank
+    # https://github.com/modelscope/ms-swift/issues/7992 (a clock time before torch's prefix)
+    ("18:11:06.680 [rank4]:[E205 18:11:06.375750231 ProcessGroupNCCL.cpp:1870] x", 4,
+     "[E205 18:11:06.375750231 ProcessGroupNCCL.cpp:1870] x"),
     # https://github.com/horovod/horovod/issues/2097
     ("Fri Sep 25 16:52:57 2020[0]<stderr>:User function raise error: 2 root error(s) found.", 0,
      "User function raise error: 2 root error(s) found."),

@@ -37,8 +37,8 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     # olmo-core style: 2025-06-16 16:58:45.173<TAB>g3053:1<TAB>...
     ("rank", re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s+[A-Za-z][\w.-]*:(?P<rank>\d{1,5})\s")),
     # a logger's (or kubectl --timestamps') time in front of a rank prefix: 2024-11-20 14:37:16 [rank3]: /
-    # 2026-08-03T09:47:01Z [1,0]<stderr>: (peeled, time kept)
-    ("time", re.compile(r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)Z?\]?\s+"
+    # 2026-08-03T09:47:01Z [1,0]<stderr>: / 18:11:06.680 [rank4]: (peeled, time kept)
+    ("time", re.compile(r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d:\d\d:\d\d[.,]\d+)Z?\]?\s+"
                         r"(?=\[rank\d+\]:|\[\d+,\d+\]<std)")),
     # torchrun with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:": [3]: (the global rank). Not the bare
     # "[1]:" index lines of torchrun's failure table, which end there.

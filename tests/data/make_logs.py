@@ -376,13 +376,14 @@ CASES: list[Case] = [
                "at the same second, and calls the lowest of them root cause: the log does not show which "
                "rank failed first."),
     Case("gen_exit_code_rank2_prefix", "peer_died_first", "fail_mixed_exits.py", 2,
-         expect=["[2]:rank 2: giving up", "exitcode  : 3 ", ECHO], nproc=4,
-         script_args=["--plan", "2:exit:0"], launcher_args=["--tee", "3", "--monitor-interval=1"],
+         expect=["[2]:rank 2: giving up", "exitcode  : 3 ", ECHO, "rank      : 0 (local_rank: 0)\n  exitcode  : 1 "],
+         nproc=4, script_args=["--plan", "2:exit:0"], launcher_args=["--tee", "3", "--monitor-interval=3"],
          env={"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[${rank}]:"}, attempts=3,
          notes="rank 2 calls sys.exit(3) without a traceback; lines carry the global-rank prefix "
                "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:' (before torch's own [rankN]:). The other "
-               "ranks only echo its death (gloo 'Connection closed/reset by peer'), so torchrun's summary "
-               "(rank 2, exitcode 3) names it, whichever rank it calls root cause."),
+               "ranks only echo its death (gloo 'Connection closed/reset by peer') and exit 1 within the same "
+               "3 s torchrun check, which then calls the lowest of them (rank 0, an echo) root cause; only "
+               "rank 2's exitcode 3 among the echoes' 1s names it."),
     Case("gen_segv_rank3_faulthandler", "peer_died_first", "fail_mixed_exits.py", 3,
          expect=["Fatal Python error: Segmentation fault", "(SIGSEGV)", ECHO], nproc=4,
          script_args=["--plan", "3:segv:0"], launcher_args=["--monitor-interval=1"],
