@@ -243,7 +243,10 @@ class EventBuilder:
             shown = pick or root
             ln = shown.exit_line or shown.line  # "exitcode : -9 (pid: 7) (SIGKILL)" says more than "rank : 1"
             return Line(ln.src, ln.file, ln.line, pick.rank if pick else None, ln.ts, ln.text, ln.hits, ln.body)
-        return self.agent_failed
+        ln = self.agent_failed  # "failed (exitcode: 1) local_rank: 0": the same choice, without the table
+        if ln is not None and ln.rank in echoed:
+            return Line(ln.src, ln.file, ln.line, None, ln.ts, ln.text, ln.hits, ln.body)
+        return ln
 
     def _summary(self, ln: Line, body: str) -> None:
         if "Root Cause" in body:
