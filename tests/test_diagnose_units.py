@@ -368,6 +368,8 @@ def test_rank_named_inside_a_torch_message():
                         "for key: store_based_barrier_key:1 (world_size=8, worker_count=9, timeout=0:30:00)") == 7
     assert message_rank("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 3000 ms") == 0
     assert message_rank("RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running") is None
+    # https://github.com/NVIDIA/nccl/issues/849 (its title): the exception's name before the reporting rank
+    assert message_rank("RuntimeError: [Rank 0]: Ranks 4, 5, 6, 7 failed to pass monitoredBarrier in 2000000 ms") == 0
     # https://github.com/pytorch/pytorch/issues/118369: a glog header before the reporting rank
     assert message_rank("[E ProcessGroupNCCL.cpp:458] [Rank 7] Watchdog caught collective operation timeout: "
                         "WorkNCCL(SeqNum=64088, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25625251 milliseconds "

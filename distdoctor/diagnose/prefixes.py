@@ -81,8 +81,10 @@ _PATH_RANK = [
 # is running ...", ProcessGroupWrapper). Not "Rank 1 failed to pass": that names another rank.
 _MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|"
                            # [Rank 3] leading the message, after a glog header ("[E ProcessGroupNCCL.cpp:458] ",
-                           # "E0704 13:48:58.260494 12 ProcessGroupNCCL.cpp:1746] ") or C++'s "what():  "
-                           r"^\s*(?:\[?[EWIF]\d*(?: [\d:.]+)*(?: \d+)? [\w./-]+:\d+\] |.*?what\(\):\s+)?\[Rank (?P<b>\d+)\]|"
+                           # "E0704 13:48:58.260494 12 ProcessGroupNCCL.cpp:1746] "), C++'s "what():  " or the
+                           # exception's name ("RuntimeError: [Rank 0]: Ranks 4, 5 failed to pass monitoredBarrier")
+                           r"^\s*(?:\[?[EWIF]\d*(?: [\d:.]+)*(?: \d+)? [\w./-]+:\d+\] |.*?what\(\):\s+|[\w.]+(?:Error|Exception): )?"
+                           r"\[Rank (?P<b>\d+)\]|"
                            r"\[PG ID 0 [^\]]*\bRank (?P<c>\d+)\]"
                            r"|collectives on ranks\. Rank (?P<d>\d+) is running collective")
 
