@@ -459,3 +459,15 @@ def test_srun_task_exits_name_the_rank_where_no_worker_did():
     torchrun = "\n".join(ln for ln in lines if not ln.startswith("1: ")) + \
         "\ntorch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
     assert (diagnose_text(torchrun)["first_failure"] or {}).get("rank") is None
+
+
+def test_deepspeed_launcher_exit_line_names_no_rank():
+    """DeepSpeed's launcher prints `{cmd} exits with return code = N` with the command of the LAST process it
+    started (a variable left over from its spawn loop), whichever process failed: its --local_rank is no rank.
+    Lines: https://github.com/deepspeedai/DeepSpeedExamples/issues/626 (deepspeed --num_gpus 2)."""
+    log = textwrap.dedent("""\
+        [2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 94984
+        [2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 94985
+        [2023-07-10 04:26:35,999] [ERROR] [launch.py:324:sigkill_handler] ['/global/D1/homes/sushant/sushanta/venv/bin/python3.10', '-u', 'trainCLM.py', '--local_rank=1', '--deepspeed', '/home/sushant/D1/sushanta/try/nepaligpt/clm/config/deepspeed_config.json'] exits with return code = -11
+        """)
+    assert (diagnose_text(log)["first_failure"] or {}).get("rank") is None
