@@ -222,12 +222,12 @@ class EventBuilder:
         """The rank the agent's summary shows failing first, or its line with no rank where the summary
         cannot tell. The agent calls "Root Cause" the failure with the earliest time, in seconds; in a tie,
         the lowest local rank found dead at that check, so a tie says nothing. Set aside: the workers the
-        agent stopped itself (SIGTERM) and ranks `echoed` (their own log shows only a peer's death). Of
+        agent stopped itself (SIGTERM) and ranks `echoed` (their own log shows only a peer's death; when
+        every failure listed is one of those, the rank that went first exited cleanly or is not listed). Of
         those left: the only one, else the only one with the earliest time, else the only one with a
         distinctive exit (a signal, a code other than 1) while the others exited 1."""
         root = next((e for e in self.summary if e.root), None)
-        own = [e for e in self.summary if e.exitcode != SIGTERM]
-        own = [e for e in own if e.rank not in echoed] or own
+        own = [e for e in self.summary if e.exitcode != SIGTERM and e.rank not in echoed]
         pick = None
         if len(own) == 1:
             pick = own[0]

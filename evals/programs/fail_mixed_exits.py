@@ -3,6 +3,7 @@ sys.exit(3), one is killed by a signal. --plan says which rank does what and whe
 starts), e.g. "1:raise:0,3:exit:0.3,2:abort:0.6": rank 1 fails first; the later failures land inside the
 same torchrun monitor interval, so torchrun's summary lists them all. "3:skip:0": the step's all_reduce runs
 on the other ranks only (as under `if rank != 3:`) while rank 3 stays busy; the others time out waiting.
+"3:leave:0": rank 3 leaves the loop early and ends cleanly; the others lose their peer mid all_reduce.
 
 Expected cause: peer_died_first (the first failing rank is the plan's earliest entry; the ranks that
 are left only echo it).
@@ -37,6 +38,8 @@ def main() -> None:
                 raise ValueError(f"bad batch at step {step}: labels contain NaN")
             if how == "skip":  # the step's all_reduce runs on the other ranks only; this one stays busy
                 time.sleep(600)
+            if how == "leave":  # leaves the loop early and ends cleanly (exit status 0)
+                break
             if how == "exit":
                 print(f"rank {rank}: giving up at step {step}", file=sys.stderr, flush=True)
                 sys.exit(3)

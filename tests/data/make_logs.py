@@ -405,6 +405,14 @@ CASES: list[Case] = [
                "2 time out after the 10 s group timeout; rank 3 reports nothing and torchrun stops it "
                "(SIGTERM). Its summary lists every rank, so the job is whole: the one rank that did not time "
                "out is the one the others waited for."),
+    Case("gen_leave_rank3_echoes", "peer_died_first", "fail_mixed_exits.py", None,
+         expect=["Connection closed by peer", "ChildFailedError", "rank 3 step 1"], nproc=4,
+         script_args=["--plan", "3:leave:0"], launcher_args=["--monitor-interval=1"], attempts=3,
+         also=["rank_conditional_collective"],
+         notes="rank 3 leaves the loop one step early and ends cleanly (exit status 0, so torchrun's summary "
+               "does not list it); ranks 0-2 lose their peer inside all_reduce and only echo it: what the log "
+               "shows is a peer that went away. Every failure listed is an echo and no line states the job's "
+               "size: the log does not show which rank went first (torchrun still calls an echo root cause)."),
     Case("gen_oom_rank0_cpu", "oom_one_rank", "fail_oom_rank0.py", 0,
          expect=["DefaultCPUAllocator: can't allocate memory"], also=["peer_died_first"],
          notes="each rank is capped at 3 GiB of address space (RLIMIT_AS, like a container limit); rank 0 "
