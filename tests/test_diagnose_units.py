@@ -471,3 +471,11 @@ def test_deepspeed_launcher_exit_line_names_no_rank():
         [2023-07-10 04:26:35,999] [ERROR] [launch.py:324:sigkill_handler] ['/global/D1/homes/sushant/sushanta/venv/bin/python3.10', '-u', 'trainCLM.py', '--local_rank=1', '--deepspeed', '/home/sushant/D1/sushanta/try/nepaligpt/clm/config/deepspeed_config.json'] exits with return code = -11
         """)
     assert (diagnose_text(log)["first_failure"] or {}).get("rank") is None
+
+
+def test_agent_failed_line_names_no_rank_whose_log_only_echoes():
+    """tests/data/logs/gen_sigkill_rank1.log cut before torchrun's table: 'failed (exitcode: 1) local_rank: 0'
+    names rank 0, whose own lines only echo rank 1's death (gloo 'Connection closed by peer')."""
+    lines = (LOGS / "gen_sigkill_rank1.log").read_text().splitlines()
+    cut = lines[:next(i for i, ln in enumerate(lines) if "local_rank: 0 (pid" in ln) + 1]
+    assert (diagnose_text("\n".join(cut))["first_failure"] or {}).get("rank") is None
