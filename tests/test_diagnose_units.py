@@ -11,6 +11,9 @@ from distdoctor.diagnose.matcher import anchors_of, trie_regex
 from distdoctor.diagnose.prefixes import parse_timestamp, rank_from_path, split_prefix, strip_ansi
 from distdoctor.diagnose.sources import MAX_LINE, ScanStats, blocks
 from distdoctor.knowledge import load_entries
+from distdoctor.paths import ROOT
+
+LOGS = ROOT / "tests" / "data" / "logs"
 
 
 @pytest.mark.parametrize("line,rank,body", [
@@ -30,6 +33,18 @@ from distdoctor.knowledge import load_entries
     ("E1123 07:09:50.991000 10364 api.py:1002] failed", None, "E1123 07:09:50.991000 10364 api.py:1002] failed"),
     ("07:09:50 step", None, "07:09:50 step"),
     ("2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: x", 3, " torch.OutOfMemoryError: x"),
+    # TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:" (tests/data/logs/gen_exit_code_rank2_prefix.log)
+    ("[2]:rank 2: giving up at step 2", 2, "rank 2: giving up at step 2"),
+    ("[3]:[rank3]: Traceback (most recent call last):", 3, " Traceback (most recent call last):"),
+    ("[1]:", None, "[1]:"),  # an index line of torchrun's failure table, not a rank
+    # https://github.com/modelscope/ms-swift/issues/7992 (a clock time before torch's prefix)
+    ("18:11:06.680 [rank4]:[E205 18:11:06.375750231 ProcessGroupNCCL.cpp:1870] x", 4,
+     "[E205 18:11:06.375750231 ProcessGroupNCCL.cpp:1870] x"),
+    # https://github.com/horovod/horovod/issues/2097
+    ("Fri Sep 25 16:52:57 2020[0]<stderr>:User function raise error: 2 root error(s) found.", 0,
+     "User function raise error: 2 root error(s) found."),
+    # https://github.com/horovod/horovod/issues/2255 (mpirun)
+    ("[1,0]<stdout>:Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.319920", 0, "Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.319920"),
 ])
 def test_rank_prefixes(line, rank, body):
     r, _, b = split_prefix(line)
@@ -353,6 +368,114 @@ def test_rank_named_inside_a_torch_message():
                         "for key: store_based_barrier_key:1 (world_size=8, worker_count=9, timeout=0:30:00)") == 7
     assert message_rank("[Rank 0]: Rank 1 failed to pass monitoredBarrier in 3000 ms") == 0
     assert message_rank("RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running") is None
+    # https://github.com/NVIDIA/nccl/issues/849 (its title): the exception's name before the reporting rank
+    assert message_rank("RuntimeError: [Rank 0]: Ranks 4, 5, 6, 7 failed to pass monitoredBarrier in 2000000 ms") == 0
+    # https://github.com/pytorch/pytorch/issues/118369: a glog header before the reporting rank
+    assert message_rank("[E ProcessGroupNCCL.cpp:458] [Rank 7] Watchdog caught collective operation timeout: "
+                        "WorkNCCL(SeqNum=64088, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25625251 milliseconds "
+                        "before timing out.") == 7
+    # https://github.com/huggingface/open-r1/issues/620: C++'s what() line; and a subgroup's rank is not global
+    # (https://github.com/modelscope/ms-swift/issues/7992)
+    assert message_rank("  what():    what():    what():  [PG ID 0 PG GUID 0(default_pg) Rank 2] Process group "
+                        "watchdog thread terminated with exception: [Rank 2]") == 2
+    assert message_rank("[PG ID 12 PG GUID 99(EXPERT_MODEL_PARALLEL_GROUP) Rank 4] ProcessGroupNCCL's watchdog got "
+                        "stuck for 480 seconds") is None
     r = diagnose_text("RuntimeError: Timed out initializing process group in store based barrier on rank: 7, for key: "
                       "store_based_barrier_key:1 (world_size=8, worker_count=9, timeout=0:30:00)\n")
     assert r["first_failure"]["rank"] == 7
+
+
+def test_nccl_process_rank_from_its_communicator_line():
+    """NCCL's [N] is a CUDA device; the communicator line ties the process (host:pid) to its rank.
+    Lines: https://github.com/NVIDIA/nccl-tests/issues/15 (NCCL 2.2) and
+    https://github.com/zai-org/CogVLM/issues/328 (a 10-rank communicator)."""
+    from distdoctor.diagnose.prefixes import NcclRanks
+    log = textwrap.dedent("""\
+        gpu-bql-144-103:18553:18553 [0] INFO NET/Socket : 1 interfaces found
+        NCCL version 2.2.13+cuda9.0
+        gpu-bql-144-103:18553:18612 [0] INFO comm 0x7fa42c00a3b0 rank 0 nranks 2
+
+        gpu-bql-144-103:18553:18611 [0] include/socket.h:360 WARN Call to connect failed : Connection timed out
+        gpu-bql-144-103:18553:18611 [0] INFO transport/net_socket.cu:118 -> 2
+        """)
+    r = diagnose_text(log)
+    assert r["first_failure"]["rank"] == 0 and "WARN Call to connect failed" in r["first_failure"]["text"]
+    nccl = NcclRanks()
+    assert nccl.read("603760c1c291:16956:18844 [7] NCCL INFO comm 0x55dbf256d2a0 rank 7 nranks 10 cudaDev 7 busId "
+                     "d2000 commId 0x714dd0f00c283118 - Init COMPLETE")
+    assert nccl.rank_of("603760c1c291:16956:16956 [7] NCCL INFO x") == 7
+    assert nccl.rank_of("603760c1c291:16957:16957 [8] NCCL INFO x") is None  # its rank was not stated
+    nccl.read("gpu-bql-144-103:18553:18612 [0] INFO comm 0x7fa42c00a3b0 rank 0 nranks 2")
+    assert nccl.rank_of("gpu-bql-144-103:18553:18611 [0] x") is None  # a smaller communicator: not the world's
+
+
+def test_an_unprefixed_traceback_belongs_to_the_rank_its_exception_names():
+    """https://github.com/Lightning-AI/pytorch-lightning/issues/19106 (evals/corpus, train split): two ranks'
+    frames interleave without prefixes; the exception names the rank that raised it."""
+    log = textwrap.dedent("""\
+          File "/myenv/python3.10/site-packages/lightning_fabric/utilities/distributed.py", line 220, in _sync_ddp
+            torch.distributed.barrier(group=group)
+            torch.distributed.barrier(group=group)
+          File "/myenv/python3.10/site-packages/torch/distributed/c10d_logger.py", line 47, in wrapper
+          File "/myenv/python3.10/site-packages/torch/distributed/c10d_logger.py", line 47, in wrapper
+            work = default_pg.broadcast([tensor], opts)
+        RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=21, OpType=BROADCAST, TensorShape=[1], TensorDtypes=Long)
+        """)
+    assert diagnose_text(log)["first_failure"]["rank"] == 1
+
+
+def test_a_summary_tie_names_no_rank_unless_the_other_ranks_only_echo():
+    """torchrun calls the lowest local rank found dead at one check "Root Cause": with several failures at
+    the same second that is no order. Summary rows: tests/data/logs/gen_mixed_exits_filtered.log."""
+    rows = [("1", "1 (pid: 29087) "), ("2", "-6 (pid: 29088)  (SIGABRT)"), ("3", "3 (pid: 29089) "),
+            ("0", "1 (pid: 29086) ")]
+    table = ["Failures:"]
+    for i, (rank, code) in enumerate(rows):
+        if i == len(rows) - 1:
+            table.append("Root Cause (first observed failure):")
+        table += [f"[{i}]:", "  time      : 2026-11-24_05:33:39", "  host      : localhost",
+                  f"  rank      : {rank} (local_rank: {rank})", f"  exitcode  : {code}"]
+    echo = ("[default0]:[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+            "Connection closed by peer [127.0.0.1]:3559. This is typically caused by a remote worker crashing.")
+    r = diagnose_text("\n".join([echo] + table))
+    assert r["first_failure"]["rank"] is None and r["first_failure"]["seen_by"] == "agent"
+    # only rank 3 left its own mark (exit 3) while the others echo or were stopped: rank 3
+    only = [echo] + [ln for ln in table if "(local_rank: 1)" not in ln and "(local_rank: 2)" not in ln
+                     and "29087" not in ln and "29088" not in ln]
+    assert diagnose_text("\n".join(only))["first_failure"]["rank"] == 3
+    # an exception (exitcode 1) and a SIGABRT at the same second: NCCL's watchdog aborts the ranks that waited
+    # on a dead peer, so the abort is no sign of going first
+    abort = [echo] + [ln for ln in table if "(local_rank: 3)" not in ln and "29089" not in ln]
+    assert diagnose_text("\n".join(abort))["first_failure"]["rank"] is None
+
+
+def test_srun_task_exits_name_the_rank_where_no_worker_did():
+    """tests/data/logs/slurm_task_dies.log without task 1's own lines (its output lost): srun's
+    'task 1: Exited with exit code 1' names it; slurmstepd's STEP CANCELLED on task 0 is an echo."""
+    lines = (LOGS / "slurm_task_dies.log").read_text().splitlines()
+    r = diagnose_text("\n".join(ln for ln in lines if not ln.startswith("1: ")))
+    assert r["first_failure"]["rank"] == 1 and r["first_failure"]["seen_by"] == "agent"
+    # under `srun torchrun ...` a task is a node: srun's task ids are not ranks there
+    torchrun = "\n".join(ln for ln in lines if not ln.startswith("1: ")) + \
+        "\ntorch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+    assert (diagnose_text(torchrun)["first_failure"] or {}).get("rank") is None
+
+
+def test_deepspeed_launcher_exit_line_names_no_rank():
+    """DeepSpeed's launcher prints `{cmd} exits with return code = N` with the command of the LAST process it
+    started (a variable left over from its spawn loop), whichever process failed: its --local_rank is no rank.
+    Lines: https://github.com/deepspeedai/DeepSpeedExamples/issues/626 (deepspeed --num_gpus 2)."""
+    log = textwrap.dedent("""\
+        [2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 94984
+        [2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 94985
+        [2023-07-10 04:26:35,999] [ERROR] [launch.py:324:sigkill_handler] ['/global/D1/homes/sushant/sushanta/venv/bin/python3.10', '-u', 'trainCLM.py', '--local_rank=1', '--deepspeed', '/home/sushant/D1/sushanta/try/nepaligpt/clm/config/deepspeed_config.json'] exits with return code = -11
+        """)
+    assert (diagnose_text(log)["first_failure"] or {}).get("rank") is None
+
+
+def test_agent_failed_line_names_no_rank_whose_log_only_echoes():
+    """tests/data/logs/gen_sigkill_rank1.log cut before torchrun's table: 'failed (exitcode: 1) local_rank: 0'
+    names rank 0, whose own lines only echo rank 1's death (gloo 'Connection closed by peer')."""
+    lines = (LOGS / "gen_sigkill_rank1.log").read_text().splitlines()
+    cut = lines[:next(i for i, ln in enumerate(lines) if "local_rank: 0 (pid" in ln) + 1]
+    assert (diagnose_text("\n".join(cut))["first_failure"] or {}).get("rank") is None

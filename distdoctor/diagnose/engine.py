@@ -10,7 +10,8 @@ from distdoctor.diagnose import calibrate, gpu_processes, preconditions, structu
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
-from distdoctor.diagnose.prefixes import message_rank, parse_timestamp, rank_from_path, split_prefix, strip_ansi
+from distdoctor.diagnose.prefixes import (NcclRanks, message_rank, parse_timestamp, peel_prefix, rank_from_path,
+                                           split_prefix, strip_ansi)
 from distdoctor.diagnose.rank_values import RankValues
 from distdoctor.diagnose.scanner import Prefilter
 from distdoctor.diagnose.sources import InputError, ScanStats, Source, expand, spans
@@ -45,6 +46,7 @@ class _Tally:
         self.structural_scores: dict[str, float] = defaultdict(float)
         self.versions = versions.VersionFacts()  # driver and build CUDA versions the log states
         self.gpus = gpu_processes.GpuProcesses()  # nvidia-smi's process rows
+        self.nccl = NcclRanks()  # NCCL processes' ranks, from their communicator lines
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
@@ -75,9 +77,15 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 if "\ufffd" in text:
                     stats.invalid_utf8 = True
                 text = strip_ansi(text).rstrip("\r")
-                rank, ts, body = split_prefix(text)
+                rank, local, ts, body = peel_prefix(text)
+                local = local if rank is None else None
+                rank = local if rank is None else rank
+                stated = "comm 0x" in text and tally.nccl.read(text)
                 if rank is None:
-                    rank = src.rank_hint if src.rank_hint is not None else message_rank(body)
+                    rank = src.rank_hint if src.rank_hint is not None else \
+                        tally.nccl.rank_of(text) if tally.nccl.ranks else None
+                    if rank is None:
+                        rank = message_rank(body)
                 if ts is None:
                     ts = parse_timestamp(body)
                 hits = matcher.match_line(text)
@@ -90,13 +98,14 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                     tally.patch_shown.setdefault(patch, {"file": src.name, "line": line_no, "text": text[:500]})
                 if matcher.conditions:
                     tally.conditions.update(matcher.match_conditions(text))
-                ln = Line(idx, src.name, line_no, rank, ts, text, hits, body)
+                ln = Line(idx, src.name, line_no, rank, ts, text, hits, body, local is not None)
                 if matcher.rank_values:
                     for cond, who, value in matcher.match_rank_values(text, rank):
                         tally.rank_values.add(cond, who, value, ln)
                 for h in hits:
                     tally.add(ln, h)
-                builder.feed(ln, body)
+                if not (stated and not hits):  # a communicator line only names a process's rank
+                    builder.feed(ln, body)
 
 
 def _read_mismatch(text: str, file: str, line_no: int, rank: int | None, hits: list, tally: _Tally,
@@ -251,7 +260,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         if first_line is not None and any(h.cause == cause for h in first_line.hits):
             # the first failure's own line leads the evidence of the cause it shows
             lead = {"file": first_line.file, "line": first_line.line, "text": first_line.text[:500],
-                    "rank": first_line.rank, "kind": "first failure",
+                    "rank": first.key_line().rank if found.waiting and first is not None else first_line.rank,
+                    "kind": "first failure",
                     "proves": next(h.proves for h in first_line.hits if h.cause == cause)}
             evidence = [lead] + [e for e in evidence if (e["file"], e["line"]) != (lead["file"], lead["line"])]
         evidence += [{"file": "<context>", "line": None, "text": context or "", "rank": None, "kind": "keyword",
@@ -274,8 +284,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     if first_line is not None:
         ff = {"rank": first_line.rank, "file": first_line.file, "line": first_line.line,
               "text": first_line.text[:500], "ts": _fmt_ts(first_line.ts)}
-        if first is None:
-            ff["seen_by"] = found.seen_by
+        if first is None or found.seen_by:
+            ff["seen_by"] = found.seen_by  # the rank is named by the agent or by the others' reports
         if alike:
             ff["all_ranks"] = True
         if found.failed:

@@ -13,25 +13,42 @@ FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?P<comma>,)? in ')
 EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|NotMet|Failure)"
                       r"\b(?::|\s*$)")
 ERRORISH = re.compile(r"Error\b|Error:|Exception\b|ERROR|Fatal Python error|terminate called|what\(\): |"
-                      r"Segmentation fault|: error:|^\[?[EF]\d{3,4} \d\d:|^\[[EF] |FAILED|Aborted|core dumped")
+                      r"Segmentation fault|: error:|^\[?[EF]\d{3,4} \d\d:|^\[[EF] |FAILED|Aborted|core dumped|"
+                      # NCCL reports its errors as WARN: "NCCL WARN ...", in 2.2 "include/socket.h:360 WARN ..."
+                      r"^(?:[\w/.-]+\.(?:cc|cu|h|cpp|c):\d+ )?NCCL WARN |^[\w/.-]+\.(?:cc|cu|h|cpp|c):\d+ WARN ")
 # The torchrun agent's own output: summaries of failures it saw, not failures of its own.
 AGENT = re.compile(r"torch/distributed/elastic/|torch/distributed/run\.py|torch/distributed/launcher/|"
                    r"ChildFailedError|closing signal SIG|Root Cause \(first observed failure\)|"
                    r"torch\.distributed\.elastic|elastic_launch|launch_agent|"
-                   r"^\s*(?:exitcode|error_file|traceback|host|time|rank)\s+:|^\S+\.py FAILED\s*$")
+                   r"^\s*(?:exitcode|error_file|traceback|host|time|rank)\s+:|^\S+\.py FAILED\s*$|"
+                   r"^srun: error: \S+: tasks? [\d,-]+: ")
 # Consequences of another rank's failure (log syntax of gloo, NCCL and the agent).
-ECHO = re.compile(r"Connection closed by peer|Connection reset by peer|closing signal SIGTERM|"
+ECHO = re.compile(r"Connection closed by (?:remote )?peer|Connection reset by peer|closing signal SIGTERM|"
                   r"Signal 15 \(SIGTERM\)|Watchdog caught collective operation timeout|detected by watchdog|"
                   r"ProcessGroupNCCL's watchdog|Connection closed by localRank|Broken pipe|"
-                  r"ChildFailedError|remote worker crashing")
+                  r"ChildFailedError|remote worker crashing|"
+                  # horovod, on every rank once one failed: "Horovod has been shut down. This was caused by an
+                  # exception on one of the ranks ..."
+                  r"Horovod has been shut down|"
+                  # slurmstepd, on the tasks left when srun --kill-on-bad-exit ends the step (not "... DUE TO TIME LIMIT")
+                  r"\*\*\* STEP [\d.]+ ON \S+ CANCELLED AT \S+ \*\*\*")
 # A rank that reports a timeout was waiting for another: it names a victim, not a culprit.
 TIMEOUT = re.compile(r"[Tt]imed out|[Tt]imeout|timed out after|failed to pass monitoredBarrier")
 AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)"
                           # torch.multiprocessing.spawn's parent names the process (its index) that failed
                           r"|[Pp]rocess (?P<spawned>\d+) terminated with (?:signal|exit code|the following error)")
 DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
-SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)")
+SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
+SUMMARY_TIME = re.compile(r"^\s*time\s*:\s*(?P<time>\S+)")
+SIGTERM = -15  # the agent's own stop signal to the workers left after a failure
+SIGABRT = -6
+# srun's report of its tasks (a task id is the rank where srun starts the workers itself):
+# "srun: error: vm: task 1: Exited with exit code 1", "srun: error: vm: task 0: Terminated"
+SRUN_EXIT = re.compile(r"^srun: error: \S+: tasks? (?P<tasks>\d+(?:[-,]\d+)*): (?:Exited with exit code (?P<code>\d+)"
+                       r"|(?P<signal>.+?))\s*$")
+SRUN_SIGNALS = {"Terminated": SIGTERM, "Killed": -9, "Segmentation fault": -11, "Aborted": -6, "Bus error": -7}
+TORCHRUN = ("torch/distributed/elastic", "torch.distributed.elastic", "ChildFailedError", "Root Cause")
 # The job's size where a line states it (torch's store barrier, a launcher, a user's print).
 WORLD_SIZE = re.compile(r"(?i)\bworld[_ ]size\b\s*[=:]?\s*(?P<n>\d{1,6})\b")
 MAX_EVENT_LINES = 24
@@ -49,6 +66,7 @@ class Line:
     text: str
     hits: list[CompiledSignature]
     body: str = ""   # text without rank prefixes
+    local: bool = False  # rank is a local rank (torchrun's [default1]:), not yet the global one
 
 
 @dataclass
@@ -127,6 +145,14 @@ class SummaryEntry:
     root: bool                  # listed under "Root Cause (first observed failure)"
     exitcode: int | None = None
     exit_line: Line | None = None
+    time: str | None = None     # as the table prints it: seconds, so ties are common
+
+    @property
+    def distinctive(self) -> bool:
+        """Killed by a signal, or an exit code other than the 1 that a Python exception (like the one a peer's
+        death raises) leaves. Not the agent's SIGTERM, nor SIGABRT: NCCL's watchdog aborts the ranks that
+        waited on a dead peer with it, as a rank's own C++ error does."""
+        return self.exitcode is not None and self.exitcode not in (1, SIGTERM, SIGABRT)
 
 
 class EventBuilder:
@@ -138,6 +164,10 @@ class EventBuilder:
         self.summary: list[SummaryEntry] = []    # torchrun's failure summary, in order
         self.agent_failed: Line | None = None    # first "failed (exitcode: N) local_rank: K"
         self._in_summary: dict[int, bool] = {}   # src -> inside the Root Cause part
+        self._time: dict[int, str] = {}          # src -> the time of the summary entry being read
+        self.global_of: dict[tuple[int, int], int] = {}  # (src, local rank) -> global rank, from the summary
+        self.srun_exits: list[SummaryEntry] = []  # srun's task exits: the summary where no torchrun ran
+        self.torchrun_seen = False                # torchrun's agent wrote to these logs
         self._colon: dict[int, Event] = {}
         self._last_tb: dict[int, Event] = {}
         self._last_ts: dict[int, tuple[int, tuple]] = {}
@@ -161,47 +191,129 @@ class EventBuilder:
         for ln in lines:
             ln.hits[:] = [h for h in ln.hits if keep(h)]
 
+    def global_rank(self, ln: Line) -> int | None:
+        """A line's global rank: a local rank (torchrun's [default1]: on node 2 of a job) becomes the global
+        one where the agent's summary in the same source pairs them, and stays as it is where it does not
+        (one node: the same number)."""
+        if not ln.local or ln.rank is None:
+            return ln.rank
+        if (ln.src, ln.rank) in self.global_of:
+            return self.global_of[(ln.src, ln.rank)]
+        # torchrun numbers a node's ranks in one block: every pair the summary shows has the same offset
+        offsets = {g - local for (src, local), g in self.global_of.items() if src == ln.src}
+        if not offsets:
+            return ln.rank
+        return ln.rank + offsets.pop() if len(offsets) == 1 else None
+
+    def globalize(self) -> None:
+        """Turn the local ranks of every event's lines into global ones (once the whole input was read)."""
+        if not self.global_of:
+            return
+        for ev in self.events:
+            for ln in ev.lines:
+                if ln.local:
+                    ln.rank, ln.local = self.global_rank(ln), False
+
     def ranks_seen(self) -> set[int]:
         """Ranks that wrote any candidate line, or that the agent's summary lists."""
         return {r for _, r in self._seen if r is not None} | {e.rank for e in self.summary}
 
-    def agent_first(self) -> Line | None:
-        """The rank the agent's summary shows failing first: one killed by a signal (not the agent's
-        SIGTERM) beats an ordinary exit listed as root cause, which may be only an echo of it."""
+    def agent_first(self, echoed: set[int] = frozenset()) -> Line | None:
+        """The rank the agent's summary shows failing first, or its line with no rank where the summary
+        cannot tell. The agent calls "Root Cause" the failure with the earliest time, in seconds; in a tie,
+        the lowest local rank found dead at that check, so a tie says nothing. Set aside: the workers the
+        agent stopped itself (SIGTERM) and ranks `echoed` (their own log shows only a peer's death; when
+        every failure listed is one of those, the rank that went first exited cleanly or is not listed). Of
+        those left: the only one, else the only one with the earliest time, else the only one with a
+        distinctive exit (a signal, a code other than 1) while the others exited 1."""
         root = next((e for e in self.summary if e.root), None)
-        killed = [e for e in self.summary if e.exitcode is not None and e.exitcode < 0 and e.exitcode != -15]
-        pick = root
-        if killed and (root is None or root.exitcode is None or root.exitcode >= 0):
-            pick = killed[0]
-        if pick is not None:
-            ln = pick.exit_line or pick.line  # "exitcode : -9 (pid: 7) (SIGKILL)" says more than "rank : 1"
-            return Line(ln.src, ln.file, ln.line, pick.rank, ln.ts, ln.text, ln.hits, ln.body)
-        return self.agent_failed
+        own = [e for e in self.summary if e.exitcode != SIGTERM and e.rank not in echoed]
+        pick = None
+        if len(own) == 1:
+            pick = own[0]
+        elif own:
+            times = [e.time for e in own]
+            earliest = [e for e in own if e.time == min(times)] if None not in times else own
+            distinctive = [e for e in own if e.distinctive]
+            if len(earliest) == 1:
+                pick = earliest[0]
+            elif len(distinctive) == 1 and all(e.exitcode == 1 for e in own if e is not distinctive[0]):
+                pick = distinctive[0]
+        if pick is not None or root is not None:
+            shown = pick or root
+            ln = shown.exit_line or shown.line  # "exitcode : -9 (pid: 7) (SIGKILL)" says more than "rank : 1"
+            return Line(ln.src, ln.file, ln.line, pick.rank if pick else None, ln.ts, ln.text, ln.hits, ln.body)
+        ln = self.agent_failed  # "failed (exitcode: 1) local_rank: 0": the same choice, without the table
+        if ln is not None and ln.rank in echoed:
+            return Line(ln.src, ln.file, ln.line, None, ln.ts, ln.text, ln.hits, ln.body)
+        return ln
 
     def _summary(self, ln: Line, body: str) -> None:
         if "Root Cause" in body:
             self._in_summary[ln.src] = True
             return
-        if body.strip() == "Failures:":
+        if body.strip().endswith("Failures:"):  # "Failures:", in torch 1.9-1.10 "Other Failures:"
             self._in_summary[ln.src] = False
             return
         if ln.src not in self._in_summary:
             return
+        m = SUMMARY_TIME.match(body)
+        if m:
+            self._time[ln.src] = m["time"]
+            return
         m = SUMMARY_RANK.match(body)
         if m:
             ln.rank = int(m["rank"])
-            self.summary.append(SummaryEntry(ln.rank, ln, self._in_summary[ln.src]))
+            if m["local"] is not None:
+                self.global_of[(ln.src, int(m["local"]))] = ln.rank
+            self.summary.append(SummaryEntry(ln.rank, ln, self._in_summary[ln.src], time=self._time.pop(ln.src, None)))
             return
         m = SUMMARY_EXIT.match(body)
         if m and self.summary and self.summary[-1].exitcode is None:
             self.summary[-1].exitcode = int(m["code"] or m["code2"])
             self.summary[-1].exit_line = ln
 
+    def _adopt(self, ln: Line, body: str) -> None:
+        """An unprefixed exception line whose message names its rank ("... on ranks. Rank 1 is running
+        collective", C++'s "what():  [Rank 2] ...") ends the unprefixed traceback or crash open before it:
+        that one is the rank's."""
+        ev = self.open.get((ln.src, None))
+        if ev is None or ev.closed or (ln.src, ln.rank) in self.open:
+            return
+        stripped = body.strip()
+        if not (ev.kind == "traceback" and EXC_LINE.match(stripped) or ev.kind == "crash" and stripped.startswith("what():")):
+            return
+        for prev in ev.lines:
+            prev.rank = ln.rank
+        self.open[(ln.src, ln.rank)] = self.open.pop((ln.src, None))
+        self._seen.add((ln.src, ln.rank))
+
+    def _srun(self, ln: Line) -> None:
+        m = SRUN_EXIT.match(ln.text)
+        if m is None:
+            return
+        code = int(m["code"]) if m["code"] else SRUN_SIGNALS.get(m["signal"].replace(" (core dumped)", ""))
+        for part in m["tasks"].split(","):
+            lo, _, hi = part.partition("-")
+            for task in range(int(lo), int(hi or lo) + 1):
+                if len(self.srun_exits) < 4096:
+                    self.srun_exits.append(SummaryEntry(task, ln, False, code, ln))
+
+    def exits_from_srun(self) -> None:
+        """Where no torchrun agent wrote a summary (srun started the workers), srun's task exits are it.
+        Under `srun torchrun ...` a task is a node, not a rank: ignored then."""
+        if not self.summary and not self.torchrun_seen:
+            self.summary = self.srun_exits
+
     def feed(self, ln: Line, body: str) -> None:
         if len(ln.text) > MAX_TEXT:
             ln.text, ln.body = ln.text[:MAX_TEXT], ln.body[:MAX_TEXT]
             body = ln.body
         self._summary(ln, body)
+        if not self.torchrun_seen and any(t in body for t in TORCHRUN):
+            self.torchrun_seen = True
+        if body.startswith("srun: error: "):
+            self._srun(ln)
         if "orld" in body:
             m = WORLD_SIZE.search(body)
             if m and 1 < int(m["n"]) <= 1_000_000:
@@ -217,6 +329,8 @@ class EventBuilder:
             ln.rank = cont.rank
             cont.lines.append(ln)
             return
+        if ln.rank is not None and body == ln.text:
+            self._adopt(ln, body)
         key = (ln.src, ln.rank)
         ev = self.open.get(key)
         if ev is None and ln.rank is None:

@@ -44,10 +44,13 @@ def _signature(ev: Event):
 
 def find_first_failure(builder: EventBuilder) -> FirstFailure:
     """Find the first failure among the events of all sources."""
+    builder.globalize()
+    builder.exits_from_srun()
     errors = [e for e in builder.events if e.is_error and not e.is_agent]
     echoes = [e for e in errors if e.is_echo]
     candidates = [e for e in errors if not e.is_echo]
-    agent = builder.agent_first()
+    own = {e.rank for e in candidates}
+    agent = builder.agent_first({e.rank for e in echoes if e.rank is not None and e.rank not in own})
     if candidates:
         all_ts = all(e.ts is not None for e in candidates) and len({e.first.src for e in candidates}) > 1
         candidates.sort(key=lambda e: _order(e, all_ts))
@@ -63,8 +66,13 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
                 rank = None if alike else (agent.rank if agent is not None else None)
                 key = _with_rank(key, rank)
             timed_out = sorted({e.rank for e in candidates if e.rank is not None})
-            return FirstFailure(first, key, echoes, alike, waiting=alike, timed_out=timed_out,
-                                missing=_missing(builder, timed_out) if alike else [])
+            echoed = {e.rank for e in echoes if e.rank is not None}  # waiting too: they saw a peer go
+            missing = _missing(builder, timed_out, echoed) if alike else []
+            if len(missing) == 1 and _whole_job(builder, timed_out):
+                # every other rank of the job waited: the one that did not is where the job stopped
+                return FirstFailure(first, _with_rank(key, missing[0]), echoes, False, waiting=True,
+                                    seen_by="peers", timed_out=timed_out, missing=missing)
+            return FirstFailure(first, key, echoes, alike, waiting=alike, timed_out=timed_out, missing=missing)
         candidates = failed
         failed_ranks = sorted({e.rank for e in failed if e.rank is not None})
         first = candidates[0]
@@ -104,15 +112,25 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
 
 
 
-def _missing(builder: EventBuilder, timed_out: list[int], most: int = 16) -> list[int]:
+def _missing(builder: EventBuilder, timed_out: list[int], echoed: set[int] = frozenset(),
+             most: int = 16) -> list[int]:
     """Ranks of the job (0 .. world size - 1, the size as logged, else the highest rank seen + 1) that reported
-    no timeout while the others did: the ones they waited for. Empty when the job's size is unknown or too
-    many are missing to point anywhere."""
+    neither a timeout nor a peer's death (`echoed`) while the others did: the ones they waited for. Empty
+    when the job's size is unknown or too many are missing to point anywhere."""
     if len(timed_out) < 2:
         return []
     world = max(builder.world_size or 0, max(builder.ranks_seen() | set(timed_out)) + 1)
-    missing = [r for r in range(world) if r not in set(timed_out)]
+    missing = [r for r in range(world) if r not in set(timed_out) | echoed]
     return missing if 0 < len(missing) <= most else []
+
+
+def _whole_job(builder: EventBuilder, timed_out: list[int]) -> bool:
+    """Whether the logs show every rank of the job: a stated world size that the ranks seen reach, or the
+    agent's summary listing each rank (the ones it stopped too). Else a rank missing from the timeouts
+    may only be missing from an excerpt."""
+    world = max(builder.ranks_seen() | set(timed_out)) + 1
+    listed = {e.rank for e in builder.summary}
+    return builder.world_size == world or listed == set(range(world))
 
 
 def _with_rank(ln: Line, rank: int | None) -> Line:

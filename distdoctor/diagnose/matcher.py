@@ -38,7 +38,8 @@ STRUCTURAL_ANCHORS = [
 # text. The glog date is spelled as a month and day, not any 3-4 digits: a multi-pattern engine then finds
 # them at literal speed among the INFO lines (I1123 07:09:50) that fill a big log.
 _GLOG_DATE = r"(?:[1-9]|0[1-9]|1[0-2])[0-3]\d \d\d:\d\d"
-STRUCTURAL_PATTERNS = ["E" + _GLOG_DATE, "F" + _GLOG_DATE, r"\[E ", r"\[F ", r"terminate called", r"what\(\): "]
+STRUCTURAL_PATTERNS = ["E" + _GLOG_DATE, "F" + _GLOG_DATE, r"\[E ", r"\[F ", r"terminate called", r"what\(\): ",
+                       r"comm 0x[0-9a-f]+ rank \d+ n[Rr]anks"]  # NCCL names a process's rank (prefixes.NcclRanks)
 _MIN_ANCHOR = 3
 _MAX_ANCHOR = 20
 # Characters frequent at the start of ordinary log text: anchors avoid starting with them, since

@@ -15,8 +15,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     # torch's per-rank prefix: [rank3]: (quoted in a thread, the colon is sometimes lost: "[rank8] Warning")
     ("rank", re.compile(r"\[rank(?P<rank>\d+)\](?::|\s)")),
-    # Lightning's rank prefix: [rank: 1] ...
-    ("rank", re.compile(r"\[rank: ?(?P<rank>\d+)\]:?\s?")),
+    # Lightning's rank prefix: [rank: 1] ...; torch's print op: [rank 1] ...; Determined's wrap_rank: [rank=1] ...
+    ("rank", re.compile(r"\[rank(?:: ?| |=)(?P<rank>\d+)\]:?\s?")),
     # a host name in front of a per-rank prefix (pdsh / DeepSpeed's multi-node launcher): "worker-1: [rank3]: ..."
     ("none", re.compile(r"(?![\w.]*(?:Error|Exception|Warning|Exit|Interrupt):)(?:[A-Za-z][\w.-]*|\d{1,3}(?:\.\d{1,3}){3}): (?=\[(?:rank\d+|rank: ?\d+|[A-Za-z_]+\d+)\]:?)")),
     # markdown quote or heading marks pasted in front of torch's prefix: "> #[rank0]:[W403 ...]"
@@ -25,18 +25,24 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("rank", re.compile(r"\[\d\d:\d\d:\d\d\.\d+\]\[\+[\d.]+s\]\[R(?P<rank>\d+)/\d+\]\[LR\d+\]\[PID:\d+\]\s?")),
     # olmo-core / composer style: [R0/2][LR0]
     ("rank", re.compile(r"\[R(?P<rank>\d+)/\d+\](?:\[LR\d+\])?:?\s?")),
-    # horovod / mpirun --tag-output with a ctime stamp: Thu Aug 29 16:41:02 2019[3]<stderr>:
-    ("rank", re.compile(r"(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4})\[(?P<rank>\d+)\]<std(?:out|err)>:")),
+    # horovodrun's worker prefix, with its optional ctime stamp: Thu Aug 29 16:41:02 2019[3]<stderr>: / [3]<stdout>:
+    ("rank", re.compile(r"(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4})?\[(?P<rank>\d+)\]<std(?:out|err)>:")),
     # mpirun --tag-output without time: [1,3]<stderr>:
     ("rank", re.compile(r"\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:")),
     # Ray's worker prefix: (CommandActor pid=552, ip=10.130.6.168) or (pid=552) (names a process, not a rank)
     ("none", re.compile(r"\((?:[A-Za-z_][\w.:-]* )?pid=\d+(?:, ip=[\w.:-]+)?\)\s?")),
     # NCCL debug lines: host:pid:tid [device] NCCL ... (a device index, not a rank: peeled only)
-    ("none", re.compile(r"[A-Za-z][\w.-]*:\d+:\d+ \[(?P<rank>\d+)\] ")),
+    # (the host may start with a digit, as a container id does: 603760c1c291:16956:18844 [7])
+    ("none", re.compile(r"(?=[\w.-]*[A-Za-z])[\w.-]+:\d+:\d+ \[(?P<rank>\d+)\] ")),
     # olmo-core style: 2025-06-16 16:58:45.173<TAB>g3053:1<TAB>...
     ("rank", re.compile(r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s+[A-Za-z][\w.-]*:(?P<rank>\d{1,5})\s")),
-    # a logger's timestamp in front of torch's rank prefix: 2024-11-20 14:37:16 [rank3]: (peeled, time kept)
-    ("time", re.compile(r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]?\s+(?=\[rank\d+\]:)")),
+    # a logger's (or kubectl --timestamps') time in front of a rank prefix: 2024-11-20 14:37:16 [rank3]: /
+    # 2026-08-03T09:47:01Z [1,0]<stderr>: / 18:11:06.680 [rank4]: (peeled, time kept)
+    ("time", re.compile(r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d:\d\d:\d\d[.,]\d+)Z?\]?\s+"
+                        r"(?=\[rank\d+\]:|\[\d+,\d+\]<std)")),
+    # torchrun with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:": [3]: (the global rank). Not the bare
+    # "[1]:" index lines of torchrun's failure table, which end there.
+    ("rank", re.compile(r"\[(?P<rank>\d{1,5})\]:(?=.)")),
     # torchrun --tee / --role prefixes: [default0]:, [trainer3]:
     ("local", re.compile(r"\[(?!rank\d)[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]:")),
     # srun --label: "3: "
@@ -69,10 +75,17 @@ _PATH_RANK = [
 
 
 # torch names the reporting rank inside some messages of an unprefixed line: "... store based barrier on
-# rank: 7, for key ...", "[Rank 0]: ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ...", and the collective
+# rank: 7, for key ...", "[Rank 0]: ...", "[PG ID 0 PG GUID 0(default_pg) Rank 3] ..." (only the default group's:
+# "[PG ID 12 PG GUID 99(EXPERT_MODEL_PARALLEL_GROUP) Rank 4]" is a rank within that group), and the collective
 # mismatch, which names the reporting rank first ("... on ranks. Rank 1 is running collective: ..., but Rank 0
 # is running ...", ProcessGroupWrapper). Not "Rank 1 failed to pass": that names another rank.
-_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|^\s*\[Rank (?P<b>\d+)\]|\[PG [^\]]*\bRank (?P<c>\d+)\]"
+_MESSAGE_RANK = re.compile(r"\b(?:on|for) rank:? (?P<a>\d+)\b|"
+                           # [Rank 3] leading the message, after a glog header ("[E ProcessGroupNCCL.cpp:458] ",
+                           # "E0704 13:48:58.260494 12 ProcessGroupNCCL.cpp:1746] "), C++'s "what():  " or the
+                           # exception's name ("RuntimeError: [Rank 0]: Ranks 4, 5 failed to pass monitoredBarrier")
+                           r"^\s*(?:\[?[EWIF]\d*(?: [\d:.]+)*(?: \d+)? [\w./-]+:\d+\] |.*?what\(\):\s+|[\w.]+(?:Error|Exception): )?"
+                           r"\[Rank (?P<b>\d+)\]|"
+                           r"\[PG ID 0 [^\]]*\bRank (?P<c>\d+)\]"
                            r"|collectives on ranks\. Rank (?P<d>\d+) is running collective")
 
 
@@ -90,6 +103,12 @@ def strip_ansi(text: str) -> str:
 
 def split_prefix(line: str) -> tuple[int | None, tuple | None, str]:
     """Peel rank prefixes off a line: (rank or None, timestamp from a prefix or None, body)."""
+    rank, local, ts, body = peel_prefix(line)
+    return (rank if rank is not None else local), ts, body
+
+
+def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str]:
+    """Peel rank prefixes off a line: (global rank, local rank (torchrun's [default1]:), timestamp, body)."""
     rank: int | None = None
     local: int | None = None
     ts = None
@@ -114,7 +133,7 @@ def split_prefix(line: str) -> tuple[int | None, tuple | None, str]:
                 break
         else:
             break
-    return (rank if rank is not None else local), ts, body
+    return rank, local, ts, body
 
 
 def parse_timestamp(text: str) -> tuple | None:
@@ -142,3 +161,42 @@ def rank_from_path(path: str) -> int | None:
         if m:
             return int(m["rank"])
     return None
+
+
+# NCCL debug lines start "host:pid:tid [device] ": the device is not a rank, but NCCL states each process's
+# rank in its communicator once ("comm 0x7fa4.. rank 0 nranks 2" in 2.2, "... rank 3 nRanks 8 nNodes 1 ..."
+# and "ncclCommInitRank comm 0x.. rank 1 nranks 2 cudaDev 1 ..." later). Lines of that process are then that rank's.
+NCCL_PROCESS = re.compile(r"(?P<proc>(?=[\w.-]*[A-Za-z])[\w.-]+:\d+):\d+ \[\d+\] ")
+NCCL_COMM_RANK = re.compile(r"\bcomm 0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)")
+
+
+class NcclRanks:
+    """The global rank of each NCCL process (host:pid), from its communicator lines. Only communicators
+    of the largest size seen count (a tensor- or pipeline-parallel group's rank is not the global one),
+    and a process that states two ranks for that size has none."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.ranks: dict[str, int | None] = {}
+
+    def read(self, text: str) -> bool:
+        """Learn from one line; True when it stated a process's rank."""
+        m = NCCL_COMM_RANK.search(text)
+        p = NCCL_PROCESS.match(text) if m else None
+        if p is None:
+            return False
+        rank, size = int(m["rank"]), int(m["n"])
+        if size < 2 or size < self.size:
+            return True
+        if size > self.size:
+            self.size, self.ranks = size, {}
+        known = self.ranks.get(p["proc"], rank)
+        self.ranks[p["proc"]] = rank if known == rank else None
+        return True
+
+    def rank_of(self, text: str) -> int | None:
+        """The rank of the NCCL process that wrote an NCCL debug line, when it stated one."""
+        if not self.ranks:
+            return None
+        p = NCCL_PROCESS.match(text)
+        return self.ranks.get(p["proc"]) if p else None

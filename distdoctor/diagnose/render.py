@@ -48,7 +48,9 @@ def render(result: dict) -> str:
     causes = result["causes"]
     ff = result.get("first_failure")
     if ff:
-        if ff.get("waiting"):
+        if ff.get("waiting") and ff.get("rank") is not None and ff.get("seen_by") == "peers":
+            who = f"rank {ff['rank']}: every other rank timed out waiting for it (first report)"
+        elif ff.get("waiting"):
             who = "no rank failed first; the failing ranks timed out waiting for another (first report)"
         elif ff.get("all_ranks"):
             who = "every rank fails the same way"
@@ -56,8 +58,8 @@ def render(result: dict) -> str:
             who = f"rank {ff['rank']}"
         else:
             who = "rank unknown"
-        seen = {"agent": " (as reported by the torchrun agent)",
-                "peers": " (named by its peers' errors)"}.get(ff.get("seen_by", ""), "")
+        seen = {"agent": " (as reported by the launcher: torchrun's summary or srun)",
+                "peers": " (named by its peers' errors)"}.get(ff.get("seen_by", ""), "") if not ff.get("waiting") else ""
         out.append(f"First failure: {who}{seen} at {ff['file']}:{ff['line']}")
         out.append(f"    {_clip(ff['text'])}")
         if len(ff.get("failed_ranks", [])) > 1:

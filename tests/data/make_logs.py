@@ -135,6 +135,23 @@ def _torchrun_no_dashdash(case: Case) -> list[str]:
             *case.launcher_args, f"{PROGRAMS}/{case.program}", *case.script_args]
 
 
+def _torchrun_node1_of_two(case: Case) -> list[str]:
+    """Two torchrun agents on this machine as nodes 0 and 1 of one job (static rendezvous); the log is
+    node 1's console, where local rank L is global rank nproc + L. Node 0's output is discarded."""
+    port = str(_free_port())
+    def node(rank: int) -> str:
+        return shlex.join([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={case.nproc}",
+                           "--nnodes=2", f"--node-rank={rank}", "--master-addr=127.0.0.1", f"--master-port={port}",
+                           *case.launcher_args, f"{PROGRAMS}/{case.program}", "--", *case.script_args])
+    return ["bash", "-c", f"{node(0)} >/dev/null 2>&1 & {node(1)}; wait"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _torchrun_static(case: Case) -> list[str]:
     """torchrun without --standalone (static or c10d rendezvous given by case.launcher_args)."""
     return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={case.nproc}",
@@ -342,6 +359,60 @@ CASES: list[Case] = [
          notes="rank 1 gets SIGKILL (exitcode -9) with no message of its own, as from the OOM killer or "
                "a scheduler; the log alone cannot tell OOM from another kill, so oom_one_rank is not "
                "claimed. Rank 0's 'Connection closed by peer' is an echo."),
+    Case("gen_mixed_exits_4ranks", "peer_died_first", "fail_mixed_exits.py", 1,
+         expect=["ValueError: bad batch", "(SIGABRT)", "exitcode  : 3 ", ECHO], nproc=4,
+         script_args=["--plan", "1:raise:0,3:exit:0.3,2:abort:0.6"], launcher_args=["--monitor-interval=2"],
+         attempts=3,
+         notes="rank 1 raises ValueError; 0.3 s later rank 3 calls sys.exit(3), 0.6 s later rank 2 aborts "
+               "(SIGABRT); rank 0 echoes gloo's 'Connection closed by peer'. All fail within one torchrun "
+               "check, so its summary lists ranks 1, 2 and 3 at the same second: only rank 1's traceback "
+               "says who went first (a signal is not earlier than an exception)."),
+    Case("gen_mixed_exits_filtered", "peer_died_first", "fail_mixed_exits.py", None,
+         expect=["[default0]:", "(SIGABRT)", "exitcode  : 3 ", ECHO], nproc=4,
+         script_args=["--plan", "1:raise:0,3:exit:0.3,2:abort:0.6"],
+         launcher_args=["--tee", "3", "--local-ranks-filter", "0", "--monitor-interval=2"], attempts=3,
+         notes="gen_mixed_exits_4ranks with only rank 0's output on the console: rank 1's ValueError is not "
+               "in the log. torchrun's summary lists ranks 1 (exitcode 1), 2 (SIGABRT) and 3 (exitcode 3) "
+               "at the same second, and calls the lowest of them root cause: the log does not show which "
+               "rank failed first."),
+    Case("gen_exit_code_rank2_prefix", "peer_died_first", "fail_mixed_exits.py", 2,
+         expect=["[2]:rank 2: giving up", "exitcode  : 3 ", ECHO, "rank      : 0 (local_rank: 0)\n  exitcode  : 1 "],
+         nproc=4, script_args=["--plan", "2:exit:0"], launcher_args=["--tee", "3", "--monitor-interval=3"],
+         env={"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[${rank}]:"}, attempts=3,
+         notes="rank 2 calls sys.exit(3) without a traceback; lines carry the global-rank prefix "
+               "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[${rank}]:' (before torch's own [rankN]:). The other "
+               "ranks only echo its death (gloo 'Connection closed/reset by peer') and exit 1 within the same "
+               "3 s torchrun check, which then calls the lowest of them (rank 0, an echo) root cause; only "
+               "rank 2's exitcode 3 among the echoes' 1s names it."),
+    Case("gen_segv_rank3_faulthandler", "peer_died_first", "fail_mixed_exits.py", 3,
+         expect=["Fatal Python error: Segmentation fault", "(SIGSEGV)", ECHO], nproc=4,
+         script_args=["--plan", "3:segv:0"], launcher_args=["--monitor-interval=1"],
+         env={"PYTHONFAULTHANDLER": "1"}, attempts=3,
+         notes="rank 3 dies of SIGSEGV; faulthandler's 'Fatal Python error' block carries no rank prefix "
+               "(it writes to the file descriptor, past torch's excepthook); ranks 0-2 echo it. Only "
+               "torchrun's summary (rank 3, exitcode -11) ties the crash to a rank."),
+    Case("gen_segv_node1_tee", "peer_died_first", "fail_mixed_exits.py", 3,
+         expect=["[default1]:Fatal Python error: Segmentation fault", "rank      : 3 (local_rank: 1)"],
+         script_args=["--plan", "3:segv:0"], launcher_args=["--tee", "3", "--monitor-interval=1"],
+         env={"PYTHONFAULTHANDLER": "1"}, cmd=_torchrun_node1_of_two, attempts=3,
+         notes="node 1 of a 2-node job (2 ranks per node): global rank 3 (local rank 1 there) dies of "
+               "SIGSEGV. faulthandler's block carries only torchrun's [default1]: prefix, a LOCAL rank; "
+               "torchrun's summary on node 1 says 'rank : 3 (local_rank: 1)'."),
+    Case("gen_skip_rank3_timeouts", "rank_conditional_collective", "fail_mixed_exits.py", 3,
+         expect=["Timed out waiting 10000ms", "rank      : 3 (local_rank: 3)", "(SIGTERM)"], nproc=4,
+         script_args=["--plan", "3:skip:0"], also=["collective_timeout"], timeout=90,
+         notes="4 ranks; the step-2 all_reduce runs on ranks 0-2 only while rank 3 stays busy. Ranks 0, 1 and "
+               "2 time out after the 10 s group timeout; rank 3 reports nothing and torchrun stops it "
+               "(SIGTERM). Its summary lists every rank, so the job is whole: the one rank that did not time "
+               "out is the one the others waited for."),
+    Case("gen_leave_rank3_echoes", "peer_died_first", "fail_mixed_exits.py", None,
+         expect=["Connection closed by peer", "ChildFailedError", "rank 3 step 1"], nproc=4,
+         script_args=["--plan", "3:leave:0"], launcher_args=["--monitor-interval=1"], attempts=3,
+         also=["rank_conditional_collective"],
+         notes="rank 3 leaves the loop one step early and ends cleanly (exit status 0, so torchrun's summary "
+               "does not list it); ranks 0-2 lose their peer inside all_reduce and only echo it: what the log "
+               "shows is a peer that went away. Every failure listed is an echo and no line states the job's "
+               "size: the log does not show which rank went first (torchrun still calls an echo root cause)."),
     Case("gen_oom_rank0_cpu", "oom_one_rank", "fail_oom_rank0.py", 0,
          expect=["DefaultCPUAllocator: can't allocate memory"], also=["peer_died_first"],
          notes="each rank is capped at 3 GiB of address space (RLIMIT_AS, like a container limit); rank 0 "
