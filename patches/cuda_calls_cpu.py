@@ -9,7 +9,9 @@ that already checks for CUDA (`torch.cuda.is_available()`, `x.is_cuda`, `device 
   - `x.cuda(non_blocking=True)` on a plain name, attribute or subscript becomes
     `x.cuda(non_blocking=True) if torch.cuda.is_available() else x` (the GPU path is the same call);
   - `.cuda()` on any other expression (a call, an operation) becomes
-    `.to("cuda" if torch.cuda.is_available() else "cpu")`, so the receiver is still evaluated once.
+    `.to("cuda" if torch.cuda.is_available() else "cpu")`, so the receiver is still evaluated once;
+  - a CUDA string literal given to a torch factory's `device=` (`torch.tensor(..., device="cuda")`, the
+    MetricLogger of deit/dino/ConvNeXt/mae/detr) or to `.to("cuda")` becomes `"cuda" if ... else "cpu"`.
 `.cuda(i)` with an index is left to int_device; files that do not import torch are not touched.
 Real code: facebookresearch/deit engine.py (`torch.cuda.synchronize()`), facebookresearch/dino
 main_dino.py, facebookresearch/simsiam and moco-v3 main_*.py (`model.cuda()`, `im.cuda(non_blocking=True)`).
@@ -34,7 +36,7 @@ PATCH = PatchInfo(
     risk="`.cuda()` on an object that is neither a tensor nor a module: a statement or plain receiver keeps "
          "`.cuda()` on CUDA machines, but a computed receiver gets `.to(\"cuda\")`, which such an object may "
          "lack; a program that must not run without a GPU now runs on the CPU.",
-    prefilter=(".cuda(", "synchronize(", "reset_peak_memory_stats", "reset_max_memory", "reset_accumulated_memory",
+    prefilter=(".cuda(", "'cuda", '"cuda', "synchronize(", "reset_peak_memory_stats", "reset_max_memory", "reset_accumulated_memory",
                "ipc_collect"),
 )
 
@@ -54,6 +56,14 @@ def _bare_cuda(call: cst.Call) -> bool:
     if m.matches(call.func.value, m.Call(func=m.Name("super"))):
         return False  # an override of Module.cuda() calling its parent
     return all(a.keyword is not None and a.keyword.value in CUDA_KEYWORDS for a in call.args)
+
+
+def _cuda_literal(node: cst.BaseExpression) -> bool:
+    """A plain string literal naming a CUDA device: "cuda", 'cuda:0' (f-strings are other patches' business)."""
+    if not isinstance(node, cst.SimpleString):
+        return False
+    value = node.evaluated_value
+    return isinstance(value, str) and (value == "cuda" or value.startswith("cuda:"))
 
 
 def _plain(node: cst.BaseExpression) -> bool:
@@ -100,6 +110,12 @@ def screen(tree: ast.Module) -> bool:
             found = True
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
                 and f"torch.cuda.{ast_ident(node.value.func)}" in RAISING:
+            found = True
+        elif isinstance(node, ast.Call) and any(
+                isinstance(v, ast.Constant) and isinstance(v.value, str)
+                and (v.value == "cuda" or v.value.startswith("cuda:"))
+                for v in [*(k.value for k in node.keywords if k.arg == "device"),
+                          *(node.args[:1] if ast_ident(node.func) == "to" else [])]):
             found = True
         if found:
             break
@@ -160,8 +176,32 @@ class Transformer(PatchCommand):
             if _bare_cuda(call) or self._raising(call):
                 self.statements.add(id(call))
 
+    def _literal_device(self, call: cst.Call) -> int | None:
+        """Index of the argument that is a CUDA literal: `device=` of a torch function, or `.to()`'s first."""
+        for i, arg in enumerate(call.args):
+            if not _cuda_literal(arg.value):
+                continue
+            if arg.keyword is not None and arg.keyword.value == "device" and (
+                    m.matches(call.func, m.Attribute(attr=m.Name("to")))
+                    or any(q.startswith("torch.") for q in qualified_names(self, call.func))):
+                return i
+            if i == 0 and arg.keyword is None and m.matches(call.func, m.Attribute(attr=m.Name("to"))):
+                return i
+        return None
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if self.guarded or id(original_node) in self.statements or not _bare_cuda(original_node):
+        if self.guarded or id(original_node) in self.statements:
+            return updated_node
+        literal = self._literal_device(original_node)
+        if literal is not None:
+            AddImportsVisitor.add_needed_import(self.context, "torch")
+            arg = updated_node.args[literal]
+            value = cst.IfExp(test=cst.parse_expression(GUARD), body=arg.value, orelse=cst.SimpleString('"cpu"'))
+            self.record(original_node, f"device {arg.value.value} -> \"cpu\" unless {GUARD}")
+            args = list(updated_node.args)
+            args[literal] = arg.with_changes(value=value)
+            return updated_node.with_changes(args=args)
+        if not _bare_cuda(original_node):
             return updated_node
         AddImportsVisitor.add_needed_import(self.context, "torch")
         receiver = updated_node.func.value
@@ -216,7 +256,8 @@ INVALID = [
         "        images = images.cuda(non_blocking=True)\n"
         "        loss = model(images).sum()\n"
         "        torch.cuda.synchronize()\n"
-        "    labels = torch.arange(4).cuda()\n",
+        "    labels = torch.arange(4).cuda()\n"
+        "    return torch.tensor([1.0], device='cuda').to('cuda:0')\n",
         "import torch\n"
         "\n"
         "\n"
@@ -228,6 +269,8 @@ INVALID = [
         "        loss = model(images).sum()\n"
         "        if torch.cuda.is_available():\n"
         "            torch.cuda.synchronize()\n"
-        "    labels = torch.arange(4).to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n",
+        "    labels = torch.arange(4).to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+        "    return torch.tensor([1.0], device='cuda' if torch.cuda.is_available() else \"cpu\")"
+        ".to('cuda:0' if torch.cuda.is_available() else \"cpu\")\n",
     ),
 ]
