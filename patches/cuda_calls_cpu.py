@@ -11,7 +11,10 @@ that already checks for CUDA (`torch.cuda.is_available()`, `x.is_cuda`, `device 
   - `.cuda()` on any other expression (a call, an operation) becomes
     `.to("cuda" if torch.cuda.is_available() else "cpu")`, so the receiver is still evaluated once;
   - a CUDA string literal given to a torch factory's `device=` (`torch.tensor(..., device="cuda")`, the
-    MetricLogger of deit/dino/ConvNeXt/mae/detr) or to `.to("cuda")` becomes `"cuda" if ... else "cpu"`.
+    MetricLogger of deit/dino/ConvNeXt/mae/detr) or to `.to("cuda")` becomes `"cuda" if ... else "cpu"`;
+  - `torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)` keeps `model` when there is no CUDA (DDP
+    refuses SyncBatchNorm on the CPU: `ValueError: SyncBatchNorm layers only work with GPU modules`), so
+    a CPU run normalizes with each rank's own batch statistics.
 `.cuda(i)` with an index is left to int_device; files that do not import torch are not touched.
 Real code: facebookresearch/deit engine.py (`torch.cuda.synchronize()`), facebookresearch/dino
 main_dino.py, facebookresearch/simsiam and moco-v3 main_*.py (`model.cuda()`, `im.cuda(non_blocking=True)`).
@@ -33,10 +36,10 @@ PATCH = PatchInfo(
     id="cuda_calls_cpu",
     cause="nccl_without_cuda",
     title="`.cuda()` without an index and unguarded torch.cuda.synchronize() get a CPU path",
-    risk="`.cuda()` on an object that is neither a tensor nor a module: a statement or plain receiver keeps "
+    risk="On a CPU run SyncBatchNorm stays plain BatchNorm (per-rank statistics). `.cuda()` on an object that is neither a tensor nor a module: a statement or plain receiver keeps "
          "`.cuda()` on CUDA machines, but a computed receiver gets `.to(\"cuda\")`, which such an object may "
          "lack; a program that must not run without a GPU now runs on the CPU.",
-    prefilter=(".cuda(", "'cuda", '"cuda', "synchronize(", "reset_peak_memory_stats", "reset_max_memory", "reset_accumulated_memory",
+    prefilter=(".cuda(", "'cuda", '"cuda', "synchronize(", "convert_sync_batchnorm", "reset_peak_memory_stats", "reset_max_memory", "reset_accumulated_memory",
                "ipc_collect"),
 )
 
@@ -46,6 +49,8 @@ GUARD = "torch.cuda.is_available()"
 RAISING = frozenset(f"torch.cuda.{name}" for name in (
     "synchronize", "reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
     "reset_accumulated_memory_stats", "ipc_collect"))
+SYNC_BN = frozenset({"torch.nn.SyncBatchNorm.convert_sync_batchnorm",
+                     "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm"})
 CUDA_KEYWORDS = frozenset({"non_blocking", "memory_format"})  # .cuda() keywords that leave the device alone
 
 
@@ -116,6 +121,8 @@ def screen(tree: ast.Module) -> bool:
                 and (v.value == "cuda" or v.value.startswith("cuda:"))
                 for v in [*(k.value for k in node.keywords if k.arg == "device"),
                           *(node.args[:1] if ast_ident(node.func) == "to" else [])]):
+            found = True
+        elif isinstance(node, ast.Call) and ast_ident(node.func) == "convert_sync_batchnorm":
             found = True
         if found:
             break
@@ -201,6 +208,15 @@ class Transformer(PatchCommand):
             args = list(updated_node.args)
             args[literal] = arg.with_changes(value=value)
             return updated_node.with_changes(args=args)
+        if qualified_names(self, original_node.func) & SYNC_BN and original_node.args \
+                and original_node.args[0].keyword is None and _plain(original_node.args[0].value):
+            AddImportsVisitor.add_needed_import(self.context, "torch")
+            new = cst.IfExp(test=cst.parse_expression(GUARD), body=updated_node,
+                            orelse=updated_node.args[0].value.with_changes(lpar=[], rpar=[]))
+            if id(original_node) not in self.bare:
+                new = new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            self.record(original_node, f"SyncBatchNorm only when {GUARD} (DDP refuses it on the CPU)")
+            return new
         if not _bare_cuda(original_node):
             return updated_node
         AddImportsVisitor.add_needed_import(self.context, "torch")
