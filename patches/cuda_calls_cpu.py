@@ -11,7 +11,8 @@ that already checks for CUDA (`torch.cuda.is_available()`, `x.is_cuda`, `device 
   - `.cuda()` on any other expression (a call, an operation) becomes
     `.to("cuda" if torch.cuda.is_available() else "cpu")`, so the receiver is still evaluated once;
   - a CUDA string literal given to a torch factory's `device=` (`torch.tensor(..., device="cuda")`, the
-    MetricLogger of deit/dino/ConvNeXt/mae/detr) or to `.to("cuda")` becomes `"cuda" if ... else "cpu"`;
+    MetricLogger of deit/dino/ConvNeXt/mae/detr), `.to_empty(device="cuda")` or `.to("cuda")` becomes
+    `"cuda" if ... else "cpu"`;
   - `torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)` keeps `model` when there is no CUDA (DDP
     refuses SyncBatchNorm on the CPU: `ValueError: SyncBatchNorm layers only work with GPU modules`), so
     a CPU run normalizes with each rank's own batch statistics.
@@ -189,7 +190,7 @@ class Transformer(PatchCommand):
             if not _cuda_literal(arg.value):
                 continue
             if arg.keyword is not None and arg.keyword.value == "device" and (
-                    m.matches(call.func, m.Attribute(attr=m.Name("to")))
+                    m.matches(call.func, m.Attribute(attr=m.Name("to") | m.Name("to_empty")))
                     or any(q.startswith("torch.") for q in qualified_names(self, call.func))):
                 return i
             if i == 0 and arg.keyword is None and m.matches(call.func, m.Attribute(attr=m.Name("to"))):
