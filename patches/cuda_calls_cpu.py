@@ -36,12 +36,14 @@ from .torch_device_cpu import _guards
 PATCH = PatchInfo(
     id="cuda_calls_cpu",
     cause="nccl_without_cuda",
-    title="`.cuda()` without an index and unguarded torch.cuda.synchronize() get a CPU path",
-    risk="On a CPU run SyncBatchNorm stays plain BatchNorm (per-rank statistics). `.cuda()` on an object that is neither a tensor nor a module: a statement or plain receiver keeps "
-         "`.cuda()` on CUDA machines, but a computed receiver gets `.to(\"cuda\")`, which such an object may "
-         "lack; a program that must not run without a GPU now runs on the CPU.",
-    prefilter=(".cuda(", "'cuda", '"cuda', "synchronize(", "convert_sync_batchnorm", "reset_peak_memory_stats", "reset_max_memory", "reset_accumulated_memory",
-               "ipc_collect"),
+    title="`.cuda()` without an index, unguarded torch.cuda.synchronize(), device=\"cuda\" literals and "
+          "SyncBatchNorm get a CPU path",
+    risk="On a CPU run SyncBatchNorm stays plain BatchNorm (per-rank statistics). `.cuda()` on an object that "
+         "is neither a tensor nor a module: a statement or plain receiver keeps `.cuda()` on CUDA machines, but "
+         "a computed receiver gets `.to(\"cuda\")`, which such an object may lack. A program that must not run "
+         "without a GPU now runs on the CPU.",
+    prefilter=(".cuda(", "'cuda", '"cuda', "synchronize(", "convert_sync_batchnorm", "reset_peak_memory_stats",
+               "reset_max_memory", "reset_accumulated_memory", "ipc_collect"),
 )
 
 GUARD = "torch.cuda.is_available()"
