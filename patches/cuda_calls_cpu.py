@@ -66,6 +66,12 @@ def _bare_cuda(call: cst.Call) -> bool:
     return all(a.keyword is not None and a.keyword.value in CUDA_KEYWORDS for a in call.args)
 
 
+def _short(node: cst.CSTNode, width: int = 60) -> str:
+    """node's code on one line, cut to width characters, for the change report."""
+    code = " ".join(cst.Module([]).code_for_node(node).split())
+    return code if len(code) <= width else code[: width - 3] + "..."
+
+
 def _cuda_literal(node: cst.BaseExpression) -> bool:
     """A plain string literal naming a CUDA device: "cuda", 'cuda:0' (f-strings are other patches' business)."""
     if not isinstance(node, cst.SimpleString):
@@ -224,7 +230,7 @@ class Transformer(PatchCommand):
             return updated_node
         AddImportsVisitor.add_needed_import(self.context, "torch")
         receiver = updated_node.func.value
-        code = cst.Module([]).code_for_node(original_node)
+        code = _short(original_node)
         if _plain(original_node.func.value):
             new = cst.IfExp(test=cst.parse_expression(GUARD), body=updated_node,
                             orelse=receiver.with_changes(lpar=[], rpar=[]))
@@ -245,7 +251,7 @@ class Transformer(PatchCommand):
         if not (isinstance(expr, cst.Expr) and id(expr.value) in self.statements):
             return updated_node
         AddImportsVisitor.add_needed_import(self.context, "torch")
-        code = cst.Module([]).code_for_node(expr.value)
+        code = _short(expr.value)
         self.record(original_node, f"{code} runs only when {GUARD}")
         return cst.If(test=cst.parse_expression(GUARD),
                       body=cst.IndentedBlock(body=[updated_node.with_changes(leading_lines=[])]),
