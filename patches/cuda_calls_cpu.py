@@ -1,4 +1,5 @@
-"""Bare CUDA calls (`.cuda()` with no index, `torch.cuda.synchronize()`) get a CPU path.
+"""Bare CUDA calls in a training loop (`.cuda()` with no index, `torch.cuda.synchronize()`, `device="cuda"`
+literals, SyncBatchNorm) get a CPU path.
 
 `x.cuda()` / `model.cuda()` with no device and `torch.cuda.synchronize()` raise on a machine without
 CUDA (`AssertionError: Torch not compiled with CUDA enabled` with torch 2.13's CPU wheel), so a training
@@ -17,8 +18,9 @@ that already checks for CUDA (`torch.cuda.is_available()`, `x.is_cuda`, `device 
     refuses SyncBatchNorm on the CPU: `ValueError: SyncBatchNorm layers only work with GPU modules`), so
     a CPU run normalizes with each rank's own batch statistics.
 `.cuda(i)` with an index is left to int_device; files that do not import torch are not touched.
-Real code: facebookresearch/deit engine.py (`torch.cuda.synchronize()`), facebookresearch/dino
-main_dino.py, facebookresearch/simsiam and moco-v3 main_*.py (`model.cuda()`, `im.cuda(non_blocking=True)`).
+Real code: facebookresearch/deit, ConvNeXt and mae engine*.py (`torch.cuda.synchronize()`) and utils
+(`device='cuda'` meters), facebookresearch/dino main_dino.py, simsiam and moco-v3 (`model.cuda()`,
+`im.cuda(non_blocking=True)`, SyncBatchNorm): docs/real-repos.md, 2026-11-24 section.
 """
 
 from __future__ import annotations
