@@ -23,6 +23,7 @@ CASES = [
     ("torch_device_cpu/accelerator_api", "device() received an invalid combination of arguments"),
     ("local_rank_device/env_dict_call_graph", "Cannot access accelerator device when none is available"),
     ("local_rank_device/environ_copy_argparse_config", None),
+    ("cuda_calls_cpu/train_loop_bare_cuda", "Torch not compiled with CUDA enabled"),
 ]
 
 
