@@ -315,3 +315,19 @@ def test_platform_builds_without_distributed_or_with_macos_frames():
     assert _confident(NO_DISTRIBUTED) == "tcpstore_libuv_windows"
     # a single macOS frame is a hint beside the echo of a reset connection, not yet the answer
     assert "tcpstore_libuv_windows" in [c["id"] for c in diagnose_text(MACOS_STORE)["causes"][:3]]
+
+
+# https://github.com/megvii-model/DetNAS/issues/35 (torch 1.x's wording)
+NO_DEFAULT_PG_OLD = "AssertionError: Default process group is not initialized\n"
+# https://github.com/pytorch/pytorch/issues/54232
+P2P_UNSUPPORTED = ("emu:80510:81733 [0] transport/p2p.cc:276 NCCL WARN failed to open CUDA IPC handle : 217 peer "
+                   "access is not supported between these two devices\n")
+
+
+def test_torch_1x_wording_of_a_missing_default_group():
+    assert _confident(NO_DEFAULT_PG_OLD) == "single_process_launch"
+    assert _confident(NO_DEFAULT_PG_OLD, "one GPU, the config uses SyncBN") == "syncbn_without_gpu_ddp"
+
+
+def test_cuda_refusing_peer_access_is_broken_p2p():
+    assert _confident(P2P_UNSUPPORTED) == "nccl_p2p_broken"
