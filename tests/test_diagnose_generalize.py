@@ -331,3 +331,9 @@ def test_torch_1x_wording_of_a_missing_default_group():
 
 def test_cuda_refusing_peer_access_is_broken_p2p():
     assert _confident(P2P_UNSUPPORTED) == "nccl_p2p_broken"
+
+
+def test_nccl_socket_transport_without_an_interface():
+    # the message of WARN("NET/Socket : no interface found") in NCCL's src/transport/net_socket.cc, with the
+    # "NCCL WARN" tag its logger adds
+    assert _confident("NCCL WARN NET/Socket : no interface found\n") == "nccl_socket_ifname"
