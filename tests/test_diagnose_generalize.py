@@ -337,3 +337,15 @@ def test_nccl_socket_transport_without_an_interface():
     # the message of WARN("NET/Socket : no interface found") in NCCL's src/transport/net_socket.cc, with the
     # "NCCL WARN" tag its logger adds
     assert _confident("NCCL WARN NET/Socket : no interface found\n") == "nccl_socket_ifname"
+
+
+# https://github.com/chemprop/chemprop/issues/853
+LIGHTNING_UNUSED = ("RuntimeError: It looks like your LightningModule has parameters that were not used in producing "
+                    "the loss returned by training_step. If this is intentional, you must enable the detection of "
+                    "unused parameters in DDP, either by setting the string value "
+                    "`strategy='ddp_find_unused_parameters_true'` or by setting the flag in the strategy with "
+                    "`strategy=DDPStrategy(find_unused_parameters=True)`.\n")
+
+
+def test_lightnings_wording_of_unused_parameters():
+    assert _confident(LIGHTNING_UNUSED) == "unused_parameters"
