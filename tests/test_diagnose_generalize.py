@@ -349,3 +349,13 @@ LIGHTNING_UNUSED = ("RuntimeError: It looks like your LightningModule has parame
 
 def test_lightnings_wording_of_unused_parameters():
     assert _confident(LIGHTNING_UNUSED) == "unused_parameters"
+
+
+# https://github.com/snap-research/EfficientFormer/issues/48 (mm*'s non-distributed wrapper on the way to the error)
+MM_NO_DEFAULT_PG = ("Traceback (most recent call last):\n"
+                    '  File "/root/miniconda3/lib/python3.8/site-packages/mmcv/parallel/data_parallel.py", line 77, '
+                    "in train_step\n    return self.module.train_step(*inputs[0], **kwargs[0])\n" + NO_DEFAULT_PG)
+
+
+def test_no_default_group_under_mm_data_parallel_is_syncbn_without_a_description():
+    assert _confident(MM_NO_DEFAULT_PG) == "syncbn_without_gpu_ddp"
