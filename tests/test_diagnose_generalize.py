@@ -198,3 +198,164 @@ def test_a_fresh_torch_tensor_passed_to_a_collective_is_a_cpu_tensor():
     placed = line.replace("torch.tensor(local_length)", "torch.tensor(local_length, device=self.root_device)")
     # placed on a device: no signature (the corpus case itself may still come back as a similar log)
     assert all(c["level"] != "signature" for c in diagnose_text(placed)["causes"] if c["id"] == "cpu_tensor_nccl_group")
+
+
+# Round two (issue 13, grown corpus): failures that older releases, other launchers or frameworks print in
+# their own words. Each text is quoted from the public thread named above it.
+
+# https://github.com/open-mmlab/mmaction/issues/181
+KEYERROR_RANK = ("    rank = int(os.environ['RANK'])\n"
+                 '  File "/usr/local/src/python37/lib/python3.7/os.py", line 678, in __getitem__\n'
+                 "    raise KeyError(key) from None\nKeyError: 'RANK'\n")
+# https://github.com/microsoft/AzureML-BERT/issues/48
+KEYERROR_MPI = ("    os.environ['MASTER_ADDR'] = os.environ['AZ_BATCHAI_MPI_MASTER_NODE']\n"
+                '  File "/opt/conda/lib/python3.6/os.py", line 669, in __getitem__\n'
+                "    raise KeyError(key) from None\nKeyError: 'AZ_BATCHAI_MPI_MASTER_NODE'\n")
+# https://github.com/pytorch/gloo/pull/456
+GLOO_PREAMBLE = ("gloo::EnforceNotMet: [enforce fail at fbcode/gloo/transport/tcp/pair.cc:456] "
+                 "op.preamble.length <= op.nbytes. 194478720 vs 4\n")
+# https://github.com/NVIDIA/nccl/issues/296
+NCCL_MISMATCHED = ("init.cc:1247 NCCL WARN Mismatched collective detected, please check your collective calls at and "
+                   "around rank 39. You can use NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL to see the collective logs\n")
+# https://github.com/pytorch/pytorch/issues/15592
+GLOO_127_0_1_1 = ("terminate called after throwing an instance of 'gloo::IoException'\n"
+                  "  what():  [/opt/conda/conda-bld/pytorch_1544084119927/work/third_party/gloo/gloo/transport/tcp/"
+                  "pair.cc:724] connect [127.0.1.1]:3210: Connection refused\nAborted (core dumped)\n")
+# https://github.com/pytorch/pytorch/issues/17357
+FORK_INIT = ('  File "/home/shenli/local/miniconda/lib/python3.7/multiprocessing/process.py", line 297, in _bootstrap\n'
+             "    self.run()\n"
+             '  File "dist_bug.py", line 5, in run\n    torch.cuda.set_device(rank)\n'
+             "RuntimeError: cuda runtime error (3) : initialization error at ../torch/csrc/cuda/Module.cpp:33\n")
+# https://github.com/pytorch/pytorch/issues/69197
+CONNECT_TIMED_OUT = ('  File "/home/ubuntu/miniconda3/envs/py39/lib/python3.9/site-packages/torch/distributed/elastic/'
+                     'rendezvous/c10d_rendezvous_backend.py", line 155, in _create_tcp_store\n'
+                     "    store = TCPStore(\nRuntimeError: connect() timed out. Original timeout was 60000 ms.\n")
+# https://github.com/pytorch/ignite/issues/2048
+IGNITE_SLURM = ("RuntimeError: Defined env variables '['RANK', 'LOCAL_RANK', 'WORLD_SIZE']' should not be specified "
+                "with SLURM. Typically, this happens when `torch.distributed.launch` or `torch.multiprocessing.spawn` "
+                "are used. Please be sure to use the `sr\n")
+# https://github.com/NVIDIA/nccl-tests/issues/185
+IBV_FAILED = ("dgxh100-3:225140:225355 [0] misc/ibvwrap.cc:187 NCCL WARN Call to ibv_modify_qp failed with error "
+              "Network is unreachable\n"
+              "dgxh100-3:225140:225289 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote "
+              "peer dgxh100-3<41109>\n")
+# https://github.com/pytorch/pytorch/issues/63662
+NO_DEFAULT_PG = ("RuntimeError: Default process group has not been initialized, please make sure to call "
+                 "init_process_group.\n")
+# https://github.com/torchmd/torchmd-net/issues/10
+HPARAMS_SET = ("    self.hparams = hparams\n"
+               '  File "/home/peastman/miniconda3/envs/torchmd/lib/python3.7/site-packages/torch/nn/modules/module.py",'
+               " line 995, in __setattr__\n    object.__setattr__(self, name, value)\nAttributeError: can't set attribute\n")
+# https://github.com/schmidt-ju/crat-pred/issues/2
+TRAINER_ATTR = ("    self.trainer.accelerator_backend.setup_optimizers(self.trainer)\n"
+                "AttributeError: 'Trainer' object has no attribute 'accelerator_backend'\n")
+# https://github.com/NVIDIA/apex/issues/1857
+TORCH_API_MISSING = ("    if torch.jit.is_tracing() or torch.jit.is_scripting() or torch.compiler.is_compiling() or not "
+                     "input.is_cuda:\nAttributeError: module 'torch.compiler' has no attribute 'is_compiling'\n")
+# https://github.com/pytorch/pytorch/issues/20380
+NO_DISTRIBUTED = (">>> dist.init_process_group\nTraceback (most recent call last):\n"
+                  '  File "<stdin>", line 1, in <module>\n'
+                  "AttributeError: module 'torch.distributed' has no attribute 'init_process_group'\n")
+# https://github.com/vllm-project/vllm/issues/18362
+MACOS_STORE = ("[W519 18:43:28.514281000 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=22, "
+               "addr=[<redacted>]:58160, remote=[<redacted>]:58159): Connection reset by peer\n"
+               "frame #3: c10d::TCPStore::ping() + 200 (0x116b4e68c in libtorch_cpu.dylib)\n")
+
+
+def _confident(text: str, context: str | None = None) -> str:
+    top = _top(text, context)
+    assert top["level"] == "signature", top
+    return top["id"]
+
+
+def test_a_missing_launcher_variable_names_the_launcher_the_script_expected():
+    assert _confident(KEYERROR_RANK) == "single_process_launch"
+    assert _confident(KEYERROR_MPI) == "mpi_launcher_env"
+    # under the old torch.distributed.launch a missing LOCAL_RANK is the launcher's argument, not a missing launcher
+    launched = "python -m torch.distributed.launch --nproc_per_node=2 train.py\nKeyError: 'LOCAL_RANK'\n"
+    assert _top(launched)["id"] != "single_process_launch"
+
+
+def test_size_checks_of_older_gloo_and_nccl_point_at_the_collectives_tensors():
+    assert _confident(GLOO_PREAMBLE) == "collective_shape_mismatch"
+    assert _confident(NCCL_MISMATCHED) == "collective_shape_mismatch"
+
+
+def test_older_wordings_of_loopback_fork_and_store_failures():
+    assert _confident(GLOO_127_0_1_1) == "gloo_hostname_loopback"
+    assert _confident(FORK_INIT) == "cuda_init_before_fork"
+    # the same CUDA error outside a child process says nothing about fork
+    bare = _top("RuntimeError: cuda runtime error (3) : initialization error at Module.cpp:33\n")
+    assert bare["level"] != "signature"
+    assert _confident(CONNECT_TIMED_OUT) == "rendezvous_unreachable"
+
+
+def test_a_framework_that_detects_nested_launchers_under_slurm():
+    assert _confident(IGNITE_SLURM) == "slurm_launch"
+
+
+def test_a_failed_verbs_call_is_the_fabric_not_the_peer_that_closed_after_it():
+    assert _confident(IBV_FAILED) == "fabric_fault"
+
+
+def test_no_default_group_beside_syncbn_is_syncbn():
+    assert _top(NO_DEFAULT_PG)["id"] == "single_process_launch"
+    assert _confident(NO_DEFAULT_PG, "python tools/train.py config.py, config with SyncBN, one GPU") == \
+        "syncbn_without_gpu_ddp"
+
+
+def test_apis_a_release_renamed_or_removed_are_framework_versions():
+    top = _top(HPARAMS_SET)  # read from its structure: the KB quotes the same template
+    assert (top["id"], top["level"]) == ("framework_version_mismatch", "structural")
+    assert _confident(TRAINER_ATTR) == "framework_version_mismatch"
+    assert _confident(TORCH_API_MISSING) == "framework_version_mismatch"
+
+
+def test_platform_builds_without_distributed_or_with_macos_frames():
+    assert _confident(NO_DISTRIBUTED) == "tcpstore_libuv_windows"
+    # a single macOS frame is a hint beside the echo of a reset connection, not yet the answer
+    assert "tcpstore_libuv_windows" in [c["id"] for c in diagnose_text(MACOS_STORE)["causes"][:3]]
+
+
+# https://github.com/megvii-model/DetNAS/issues/35 (torch 1.x's wording)
+NO_DEFAULT_PG_OLD = "AssertionError: Default process group is not initialized\n"
+# https://github.com/pytorch/pytorch/issues/54232
+P2P_UNSUPPORTED = ("emu:80510:81733 [0] transport/p2p.cc:276 NCCL WARN failed to open CUDA IPC handle : 217 peer "
+                   "access is not supported between these two devices\n")
+
+
+def test_torch_1x_wording_of_a_missing_default_group():
+    assert _confident(NO_DEFAULT_PG_OLD) == "single_process_launch"
+    assert _confident(NO_DEFAULT_PG_OLD, "one GPU, the config uses SyncBN") == "syncbn_without_gpu_ddp"
+
+
+def test_cuda_refusing_peer_access_is_broken_p2p():
+    assert _confident(P2P_UNSUPPORTED) == "nccl_p2p_broken"
+
+
+def test_nccl_socket_transport_without_an_interface():
+    # the message of WARN("NET/Socket : no interface found") in NCCL's src/transport/net_socket.cc, with the
+    # "NCCL WARN" tag its logger adds
+    assert _confident("NCCL WARN NET/Socket : no interface found\n") == "nccl_socket_ifname"
+
+
+# https://github.com/chemprop/chemprop/issues/853
+LIGHTNING_UNUSED = ("RuntimeError: It looks like your LightningModule has parameters that were not used in producing "
+                    "the loss returned by training_step. If this is intentional, you must enable the detection of "
+                    "unused parameters in DDP, either by setting the string value "
+                    "`strategy='ddp_find_unused_parameters_true'` or by setting the flag in the strategy with "
+                    "`strategy=DDPStrategy(find_unused_parameters=True)`.\n")
+
+
+def test_lightnings_wording_of_unused_parameters():
+    assert _confident(LIGHTNING_UNUSED) == "unused_parameters"
+
+
+# https://github.com/snap-research/EfficientFormer/issues/48 (mm*'s non-distributed wrapper on the way to the error)
+MM_NO_DEFAULT_PG = ("Traceback (most recent call last):\n"
+                    '  File "/root/miniconda3/lib/python3.8/site-packages/mmcv/parallel/data_parallel.py", line 77, '
+                    "in train_step\n    return self.module.train_step(*inputs[0], **kwargs[0])\n" + NO_DEFAULT_PG)
+
+
+def test_no_default_group_under_mm_data_parallel_is_syncbn_without_a_description():
+    assert _confident(MM_NO_DEFAULT_PG) == "syncbn_without_gpu_ddp"
