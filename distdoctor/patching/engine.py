@@ -119,6 +119,7 @@ def patch_source(source: str, patches: list[ModuleType] | None = None, options: 
     try:
         new_text, changes = _combined(active, module, options, path)
     except _Diverged:
+        FALLBACKS[0] += 1
         new_text, changes = _sequential(active, module, options, path)
     if not changes or new_text == text:
         return PatchResult(source, [])
@@ -126,6 +127,7 @@ def patch_source(source: str, patches: list[ModuleType] | None = None, options: 
 
 
 RESOLUTIONS = [0]  # metadata wrappers built by patch_source in this process (tests pin one per file)
+FALLBACKS = [0]  # files patched one patch at a time because the shared pass diverged
 
 
 def _wrap(module: cst.Module) -> MetadataWrapper:
@@ -263,10 +265,8 @@ class _Combined(cst.CSTTransformer):
     def _call(self, i: int, fn, *args):
         try:
             return fn(*args)
-        except SkipFile as exc:
-            raise _Diverged(f"{self.ids[i]} skipped the file during the traversal") from exc
-        except Exception as exc:
-            raise PatchFailure(self.ids[i], exc) from exc
+        except Exception as exc:  # SkipFile mid-way, or a patch tripping over another's rewrite
+            raise _Diverged(f"{self.ids[i]}: {type(exc).__name__}") from exc
 
     def run(self, module: cst.Module) -> cst.Module:
         skipped = set()
@@ -277,8 +277,8 @@ class _Combined(cst.CSTTransformer):
             except SkipFile:
                 skipped.add(i)
                 self.blocked[i] = module
-            except Exception as exc:
-                raise PatchFailure(self.ids[i], exc) from exc
+            except Exception as exc:  # the sequential path says whether it fails there too
+                raise _Diverged(f"{self.ids[i]}: {type(exc).__name__}") from exc
         leaves = self._table(self._leaves, "leave_", "Module")
         self._leaves["Module"] = [(i, fn) for i, fn in leaves if i not in skipped]  # SkipFile: no leave either
         if all(b is not None for b in self.blocked):
