@@ -159,6 +159,7 @@ class Transformer(PatchCommand):
 
     INFO = PATCH
     METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ScopeProvider)
+    COMPOSES_WITH = frozenset({"int_device", "ddp_cpu_args"})  # their rewrites of a call it fixes: see _fix
 
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
