@@ -62,6 +62,7 @@ def main() -> int:
     ap.add_argument("-j", "--jobs", type=int, default=1, help="jobs for every tool (default 1)")
     ap.add_argument("--only", metavar="IDS", help="bench only these patch ids (comma-separated), e.g. one cause's set")
     ap.add_argument("--no-torchfix", action="store_true", help="skip TorchFix")
+    ap.add_argument("--save-report", type=Path, metavar="FILE", help="write the dry run's --json report here")
     ap.add_argument("--torchfix-target", type=Path, default=OUT / "torchfix", help="where TorchFix is installed")
     args = ap.parse_args()
 
@@ -84,6 +85,8 @@ def main() -> int:
     ours, rc, out = timed([sys.executable, str(ROOT / "scripts" / "patch_backend.py"), str(tree), "--dry-run",
                            "--include-tests", "--json", "--quiet", "-j", str(args.jobs), *results_only])
     doc = json.loads(out) if out.strip().startswith("{") else {}
+    if args.save_report:
+        args.save_report.write_text(out)  # the dry run's own report (diffs, changes): to compare engines
     results.update(distdoctor_s=round(ours, 2), distdoctor_exit=rc, distdoctor_changed=doc.get("changed"))
     print(f"distdoctor dry run : {ours:8.2f} s  (exit {rc}, {doc.get('changed')} file(s) would change)")
 
