@@ -239,8 +239,9 @@ class _Combined(cst.CSTTransformer):
     A patch whose visit_X returns False does not see X's descendants (its leave_X still runs, as in
     libcst); one whose visit_Module returns False (found nothing) leaves the traversal, which is skipped
     when all have. At each node the leave_X methods chain: each gets the node as the previous patch left
-    it when that is still an X, else the unchanged one; two patches rewriting the same node that way
-    raise _Diverged (the sequential path handles that file)."""
+    it when that is still an X, else the unchanged one. A patch rewriting a node that is or contains
+    another patch's rewrite raises _Diverged (the sequential path handles that file) unless one of the
+    two names the other in COMPOSES_WITH."""
 
     def __init__(self, commands: list[tuple[ModuleType, PatchCommand]]) -> None:
         super().__init__()
