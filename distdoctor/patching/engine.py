@@ -19,7 +19,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from collections.abc import Mapping
 from typing import Callable, Iterable, Iterator, Sequence
 
 import libcst as cst
@@ -139,26 +138,18 @@ def _wrap(module: cst.Module) -> MetadataWrapper:
     return wrapper
 
 
-class _LazyTables(Mapping):
+class _LazyTables(fastmeta.LazyTable):
     """A patch's `metadata`: its declared providers, each resolved on the wrapper when first asked (a patch
     that finds nothing in its visit_Module never pays for scopes)."""
 
     def __init__(self, wrapper: MetadataWrapper, providers) -> None:
-        self._wrapper, self._providers = wrapper, frozenset(providers)
+        super().__init__(frozenset(providers))
+        self._wrapper = wrapper
 
     def __getitem__(self, provider):
-        if provider not in self._providers:
+        if provider not in self._keys:
             raise KeyError(provider)
         return self._wrapper.resolve(provider)
-
-    def __contains__(self, provider: object) -> bool:
-        return provider in self._providers
-
-    def __iter__(self):
-        return iter(self._providers)
-
-    def __len__(self) -> int:
-        return len(self._providers)
 
 
 class _Diverged(Exception):

@@ -80,40 +80,44 @@ class _TrackingState(CodegenState):
             self.ranges[node] = (line, column, end_line, end_column)
 
 
-class Positions(Mapping):
-    """PositionProvider's table: node -> CodeRange, built on access from plain tuples."""
+class LazyTable(Mapping):
+    """A read-only mapping over fixed keys whose values are made on access (subclasses: __getitem__)."""
 
-    def __init__(self, ranges: dict[cst.CSTNode, tuple[int, int, int, int]]) -> None:
-        self._ranges = ranges
+    def __init__(self, keys) -> None:
+        self._keys = keys
 
-    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
-        line, column, end_line, end_column = self._ranges[node]
-        return CodeRange(CodePosition(line, column), CodePosition(end_line, end_column))
-
-    def __contains__(self, node: object) -> bool:
-        return node in self._ranges
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
 
     def __iter__(self):
-        return iter(self._ranges)
+        return iter(self._keys)
 
     def __len__(self) -> int:
-        return len(self._ranges)
+        return len(self._keys)
 
 
-class QualifiedNames(Mapping):
+class Positions(LazyTable):
+    """PositionProvider's table: node -> CodeRange, built on access from plain tuples."""
+
+    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        line, column, end_line, end_column = self._keys[node]
+        return CodeRange(CodePosition(line, column), CodePosition(end_line, end_column))
+
+
+class QualifiedNames(LazyTable):
     """QualifiedNameProvider's table: every node -> its scope's qualified names for it, computed (and kept)
     on first access; the ScopeProvider is resolved on the first question."""
 
     def __init__(self, wrapper: MetadataWrapper, nodes: Mapping) -> None:
+        super().__init__(nodes)
         self._wrapper = wrapper
-        self._nodes = nodes
         self._scopes: Mapping | None = None
         self._done: dict[cst.CSTNode, object] = {}
 
     def __getitem__(self, node: cst.CSTNode):
         if node in self._done:
             return self._done[node]
-        if node not in self._nodes:
+        if node not in self._keys:
             raise KeyError(node)
         if self._scopes is None:
             self._scopes = self._wrapper.resolve(ScopeProvider)
@@ -121,15 +125,6 @@ class QualifiedNames(Mapping):
         names = scope.get_qualified_names_for(node) if scope else set()
         self._done[node] = names
         return names
-
-    def __contains__(self, node: object) -> bool:
-        return node in self._nodes
-
-    def __iter__(self):
-        return iter(self._nodes)
-
-    def __len__(self) -> int:
-        return len(self._nodes)
 
 
 def seed(wrapper: MetadataWrapper) -> None:
