@@ -246,14 +246,17 @@ class _Combined(cst.CSTTransformer):
         self._below: list[set[int] | None] = []  # per open node: the patches that rewrote inside it
         self._visits: dict[str, list] = {"Module": []}  # visit_Module runs before the traversal
         self._leaves: dict[str, list] = {}
-        if not any(_is_attribute_method(name) for command in self.commands for name in dir(type(command))):
+        self._own = [_own_methods(type(command)) for command in self.commands]
+        if not any(_is_attribute_method(name) for own in self._own for name in own):
             self.on_visit_attribute = self.on_leave_attribute = _ignore_attribute
 
     def _table(self, table: dict[str, list], prefix: str, name: str) -> list:
+        """The patches that define prefix+name themselves (libcst's base classes have a no-op stub for
+        every node type: calling those would be most of the traversal's cost)."""
         fns = table.get(name)
         if fns is None:
             fns = table[name] = [(i, getattr(command, prefix + name)) for i, command in enumerate(self.commands)
-                                 if hasattr(command, prefix + name)]
+                                 if prefix + name in self._own[i]]
         return fns
 
     def _call(self, i: int, fn, *args):
@@ -315,14 +318,20 @@ class _Combined(cst.CSTTransformer):
         return current
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        for i, command in enumerate(self.commands):
+        for i, fn in self._table(self._visits, "visit_", f"{type(node).__name__}_{attribute}"):
             if self.blocked[i] is None:
-                self._call(i, command.on_visit_attribute, node, attribute)
+                self._call(i, fn, node)
 
     def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        for i, command in enumerate(self.commands):
+        for i, fn in self._table(self._leaves, "leave_", f"{type(original_node).__name__}_{attribute}"):
             if self.blocked[i] is None:
-                self._call(i, command.on_leave_attribute, original_node, attribute)
+                self._call(i, fn, original_node)
+
+
+def _own_methods(cls: type) -> set[str]:
+    """Names defined by the patch's own classes (PatchCommand's subclasses), not inherited from libcst."""
+    return {name for klass in cls.__mro__ if issubclass(klass, PatchCommand) and klass is not PatchCommand
+            for name in vars(klass)}
 
 
 def _is_attribute_method(name: str) -> bool:
