@@ -430,7 +430,8 @@ class Transformer(PatchCommand):
                     targets.append((i, "device_ids"))
                 elif a.keyword is not None and a.keyword.value == "device_ids" and isinstance(a.value, cst.List):
                     value = args[i].value  # `[rank] if ... else None` when ddp_cpu_args rewrote it in the same pass
-                    listed = value.body if isinstance(value, cst.IfExp) and isinstance(value.body, cst.List) else value
+                    wrapped = isinstance(value, cst.IfExp) and isinstance(value.body, cst.List)
+                    listed = value.body if wrapped else value
                     elements = list(listed.elements)
                     for j, element in enumerate(a.value.elements):
                         fixed = self._fix(element.value, elements[j].value, "device_ids")
@@ -438,7 +439,7 @@ class Transformer(PatchCommand):
                             elements[j] = elements[j].with_changes(value=fixed)
                     if any(new is not old for new, old in zip(elements, listed.elements)):
                         listed = listed.with_changes(elements=elements)
-                        args[i] = args[i].with_changes(value=value.with_changes(body=listed) if value is not listed else listed)
+                        args[i] = args[i].with_changes(value=value.with_changes(body=listed) if wrapped else listed)
         elif m.matches(original_node.func, m.Attribute(attr=m.Name("to") | m.Name("cuda"))):
             func = updated_node.func if isinstance(updated_node.func, cst.Attribute) else original_node.func
             method = func.attr.value  # `.to` when int_device renamed `.cuda` in the same pass
