@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -50,10 +51,19 @@ def ensure_torchfix(target: Path) -> bool:
     return True
 
 
+CPU: dict[str, float] = {}  # command's first argument after the interpreter -> CPU seconds of its last run
+
+
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
+    """Wall seconds, exit code and stdout; the CPU seconds (user + system, worker processes included)
+    go to CPU[cmd[1]], steadier than wall time on a shared machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
-    return time.perf_counter() - start, proc.returncode, proc.stdout
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU[cmd[1]] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, proc.returncode, proc.stdout
 
 
 def main() -> int:
@@ -62,6 +72,7 @@ def main() -> int:
     ap.add_argument("-j", "--jobs", type=int, default=1, help="jobs for every tool (default 1)")
     ap.add_argument("--only", metavar="IDS", help="bench only these patch ids (comma-separated), e.g. one cause's set")
     ap.add_argument("--no-torchfix", action="store_true", help="skip TorchFix")
+    ap.add_argument("--save-report", type=Path, metavar="FILE", help="write the dry run's --json report here")
     ap.add_argument("--torchfix-target", type=Path, default=OUT / "torchfix", help="where TorchFix is installed")
     args = ap.parse_args()
 
@@ -84,8 +95,13 @@ def main() -> int:
     ours, rc, out = timed([sys.executable, str(ROOT / "scripts" / "patch_backend.py"), str(tree), "--dry-run",
                            "--include-tests", "--json", "--quiet", "-j", str(args.jobs), *results_only])
     doc = json.loads(out) if out.strip().startswith("{") else {}
-    results.update(distdoctor_s=round(ours, 2), distdoctor_exit=rc, distdoctor_changed=doc.get("changed"))
-    print(f"distdoctor dry run : {ours:8.2f} s  (exit {rc}, {doc.get('changed')} file(s) would change)")
+    if args.save_report:
+        args.save_report.write_text(out)  # the dry run's own report (diffs, changes): to compare engines
+    ours_cpu = CPU[str(ROOT / "scripts" / "patch_backend.py")]
+    results.update(distdoctor_s=round(ours, 2), distdoctor_cpu_s=round(ours_cpu, 2), distdoctor_exit=rc,
+                   distdoctor_changed=doc.get("changed"))
+    print(f"distdoctor dry run : {ours:8.2f} s  (CPU {ours_cpu:.2f} s; exit {rc}, {doc.get('changed')} file(s) "
+          "would change)")
 
     pattern = "|".join(re.escape(n) for n in needles) if needles else "."
     grep, _, gout = timed(["grep", "-rlE", "--include=*.py", pattern, str(tree)])
@@ -111,12 +127,15 @@ def main() -> int:
     if not args.no_torchfix and ensure_torchfix(args.torchfix_target):
         tfx, rc, _ = timed([sys.executable, "-m", "torchfix", "--select", "ALL", "-j", str(args.jobs), str(tree)],
                            env={"PYTHONPATH": str(args.torchfix_target)})
-        results.update(torchfix_s=round(tfx, 2), torchfix_exit=rc)
-        print(f"TorchFix --select ALL: {tfx:8.2f} s  (exit {rc})")
+        tfx_cpu = CPU["-m"]
+        results.update(torchfix_s=round(tfx, 2), torchfix_cpu_s=round(tfx_cpu, 2), torchfix_exit=rc)
+        print(f"TorchFix --select ALL: {tfx:8.2f} s  (CPU {tfx_cpu:.2f} s; exit {rc})")
 
     if tfx:
         results["torchfix_over_distdoctor"] = round(tfx / ours, 1)
-        print(f"TorchFix / distdoctor = {tfx / ours:.1f}x   (target >= 20x)")
+        results["torchfix_over_distdoctor_cpu"] = round(tfx_cpu / ours_cpu, 1) if ours_cpu else None
+        print(f"TorchFix / distdoctor = {tfx / ours:.1f}x wall, {tfx_cpu / max(ours_cpu, 1e-9):.1f}x CPU   "
+              "(target >= 20x)")
     if grep > 0:
         results["distdoctor_over_grep"] = round(ours / grep, 1)
         results["prefilter_stage_over_grep"] = round(stage / grep, 1)

@@ -159,6 +159,7 @@ class Transformer(PatchCommand):
 
     INFO = PATCH
     METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider, ScopeProvider)
+    COMPOSES_WITH = frozenset({"int_device", "ddp_cpu_args"})  # their rewrites of a call it fixes: see _fix
 
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
@@ -375,14 +376,21 @@ class Transformer(PatchCommand):
 
     def _fix(self, original: cst.BaseExpression, updated: cst.BaseExpression, where: str,
              quote: str = '"') -> cst.BaseExpression:
+        if isinstance(updated, cst.IfExp) and not isinstance(original, cst.IfExp):
+            # int_device wrapped it in the same pass (`rank if torch.cuda.is_available() else "cpu"`)
+            fixed = self._fix(original, updated.body, where, quote)
+            return updated if fixed is updated.body else updated.with_changes(body=fixed)
         if isinstance(original, cst.IfExp) and isinstance(updated, cst.IfExp):
             # `rank if torch.cuda.is_available() else "cpu"` (int_device ran first): fix the GPU branch
             body = original.body
             if isinstance(body, cst.List) and isinstance(updated.body, cst.List):  # device_ids=[rank] if ...
-                elements = [e.with_changes(value=self._fix(o.value, e.value, where, quote))
-                            for o, e in zip(body.elements, updated.body.elements)]
+                elements = [e.with_changes(value=fixed) if (fixed := self._fix(o.value, e.value, where, quote)) is not e.value
+                            else e for o, e in zip(body.elements, updated.body.elements)]
+                if all(a is b for a, b in zip(elements, updated.body.elements)):
+                    return updated
                 return updated.with_changes(body=updated.body.with_changes(elements=elements))
-            return updated.with_changes(body=self._fix(body, updated.body, where, quote))
+            fixed = self._fix(body, updated.body, where, quote)
+            return updated if fixed is updated.body else updated.with_changes(body=fixed)
         if self.skip or self._kind(original) != "global":
             return updated
         local = self._local_for(original, quote)
@@ -397,7 +405,10 @@ class Transformer(PatchCommand):
                     and parts[i - 1].value.endswith(("cuda:", "xpu:"))):
                 quote = "'" if '"' in original_node.start else '"'  # no nested quotes before Python 3.12
                 fixed = self._fix(part.expression, new[i].expression, f"device string {parts[i - 1].value}{{...}}", quote)
-                new[i] = new[i].with_changes(expression=fixed)
+                if fixed is not new[i].expression:
+                    new[i] = new[i].with_changes(expression=fixed)
+        if all(a is b for a, b in zip(new, updated_node.parts)):
+            return updated_node
         return updated_node.with_changes(parts=new)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
@@ -418,19 +429,30 @@ class Transformer(PatchCommand):
                 elif a.keyword is not None and a.keyword.value == "device_ids" and isinstance(a.value, cst.IfExp):
                     targets.append((i, "device_ids"))
                 elif a.keyword is not None and a.keyword.value == "device_ids" and isinstance(a.value, cst.List):
-                    elements = list(args[i].value.elements)
+                    value = args[i].value  # `[rank] if ... else None` when ddp_cpu_args rewrote it in the same pass
+                    wrapped = isinstance(value, cst.IfExp) and isinstance(value.body, cst.List)
+                    listed = value.body if wrapped else value
+                    elements = list(listed.elements)
                     for j, element in enumerate(a.value.elements):
                         fixed = self._fix(element.value, elements[j].value, "device_ids")
-                        elements[j] = elements[j].with_changes(value=fixed)
-                    args[i] = args[i].with_changes(value=args[i].value.with_changes(elements=elements))
+                        if fixed is not elements[j].value:
+                            elements[j] = elements[j].with_changes(value=fixed)
+                    if any(new is not old for new, old in zip(elements, listed.elements)):
+                        listed = listed.with_changes(elements=elements)
+                        args[i] = args[i].with_changes(value=value.with_changes(body=listed) if wrapped else listed)
         elif m.matches(original_node.func, m.Attribute(attr=m.Name("to") | m.Name("cuda"))):
-            method = original_node.func.attr.value
+            func = updated_node.func if isinstance(updated_node.func, cst.Attribute) else original_node.func
+            method = func.attr.value  # `.to` when int_device renamed `.cuda` in the same pass
             if positional:
                 targets.append((positional[0], f".{method}()"))
             targets += [(i, f".{method}(device=)") for i, a in enumerate(original_node.args)
                         if a.keyword is not None and a.keyword.value == "device"]
         for i, what in targets:
-            args[i] = args[i].with_changes(value=self._fix(original_node.args[i].value, args[i].value, what))
+            fixed = self._fix(original_node.args[i].value, args[i].value, what)
+            if fixed is not args[i].value:
+                args[i] = args[i].with_changes(value=fixed)
+        if all(new is old for new, old in zip(args, updated_node.args)):
+            return updated_node  # unchanged: the same object (the engine tells rewrites by identity)
         return updated_node.with_changes(args=args)
 
 

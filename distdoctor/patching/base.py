@@ -10,10 +10,15 @@ and optionally:
                                             the prefilter; False skips libcst for this patch (the engine
                                             parses with `ast` once for all screens: ~10x cheaper)
 
-The engine (distdoctor/patching/engine.py) resolves metadata once per file and shares it between
-patches until one of them rewrites; a rewrite counts only when the patch record()s it. Metadata a
-patch does not declare can be resolved on demand (distdoctor.patching.cstutil.lookup), so a patch
-that finds nothing pays for nothing; record() resolves positions itself when they are not declared.
+The engine (distdoctor/patching/engine.py) resolves metadata once per file, and all patches analyse
+that one tree: their visit_/leave_ methods run together in one traversal, in registry order at each
+node. So a Transformer must return `updated_node` itself (the same object) where it changes nothing;
+a rewrite counts only when the patch record()s it, and record() lines are lines of the original file.
+When a patch rewrites a node that contains (or is) another patch's rewrite, the engine patches that
+file one patch at a time instead (as if each ran on the previous one's output), unless one of the two
+names the other in COMPOSES_WITH: it then handles the other's rewrite in the same pass itself.
+Metadata a patch does not declare can be resolved on demand (distdoctor.patching.cstutil.lookup);
+declared providers are resolved when first asked, so a patch that finds nothing pays for nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ class PatchCommand(VisitorBasedCodemodCommand):
 
     INFO: PatchInfo
     METADATA_DEPENDENCIES = (PositionProvider,)
+    COMPOSES_WITH: frozenset[str] = frozenset()  # patch ids whose rewrites of the same nodes it builds on
 
     # No patch uses libcst's matcher decorators (@m.visit, @m.call_if_inside, ...): the plain transformer
     # dispatch skips their per-node bookkeeping, a fifth of the time on big files. __init__ refuses a

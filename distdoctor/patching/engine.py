@@ -16,7 +16,7 @@ import sys
 import tempfile
 import warnings
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Sequence
@@ -28,7 +28,8 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper
 
 from distdoctor import paths
-from distdoctor.patching.base import Change, PatchOptions
+from distdoctor.patching import fastmeta
+from distdoctor.patching.base import Change, PatchCommand, PatchOptions
 
 BOM = "\ufeff"
 MAX_FILE_BYTES = 8 * 1024 * 1024
@@ -98,6 +99,9 @@ def patch_source(source: str, patches: list[ModuleType] | None = None, options: 
                  path: str = "<string>") -> PatchResult:
     """Apply the patches' Transformers in registry order to one parse of `source`.
 
+    Every patch analyses the same tree with one metadata resolution, and their visit/leave methods run
+    together in one traversal (`_Combined`); a file where two patches rewrite the same node, or where a
+    patch rewrites without recording, is patched one patch at a time instead (`_sequential`).
     Returns `source` itself (the same object) and no changes when nothing applied. Raises
     libcst.ParserSyntaxError for unparsable input and PatchFailure when a patch itself breaks.
     """
@@ -110,40 +114,234 @@ def patch_source(source: str, patches: list[ModuleType] | None = None, options: 
     active = _screen(active, text)
     if not active:
         return PatchResult(source, [])
-    module = cst.parse_module(text)
-    # One metadata resolution is shared by every patch until one of them changes the tree.
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    changes: list[Change] = []
-    for patch in active:
-        context = CodemodContext(filename=path, full_module_name=None, scratch={})
-        try:
-            new_module = _transform(patch.Transformer(context, options), wrapper)
-        except SkipFile:
-            continue
-        except Exception as exc:
-            raise PatchFailure(patch.PATCH.id, exc) from exc
-        recorded = list(context.scratch.get("distdoctor_changes", []))
-        if not recorded or new_module.code == wrapper.module.code:
-            continue  # a rewrite counts only when the patch recorded it
-        changes += recorded
-        wrapper = MetadataWrapper(new_module)  # copies: rewritten trees may share nodes
-    new_text = wrapper.module.code if changes else text
-    if new_text == text:
+    wrapper = _wrap(cst.parse_module(text))
+    try:
+        new_text, changes = _combined(active, wrapper, options, path)
+    except _Diverged:
+        FALLBACKS[0] += 1
+        new_text, changes = _sequential(active, wrapper, options, path)
+    if not changes or new_text == text:
         return PatchResult(source, [])
     return PatchResult((BOM if bom else "") + new_text, sorted(changes, key=lambda c: (c.line, c.patch)))
 
 
-def _transform(command, wrapper: MetadataWrapper) -> cst.Module:
+RESOLUTIONS = [0]  # metadata wrappers built by patch_source in this process (tests pin one per file)
+FALLBACKS = [0]  # files patched one patch at a time because the shared pass diverged
+
+
+def _wrap(module: cst.Module) -> MetadataWrapper:
+    """One metadata resolution: a wrapper whose position, parent and qualified-name tables come from one
+    tracking code generation (distdoctor.patching.fastmeta); scopes are resolved by libcst on first use."""
+    RESOLUTIONS[0] += 1
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    fastmeta.seed(wrapper)
+    return wrapper
+
+
+class _LazyTables(fastmeta.LazyTable):
+    """A patch's `metadata`: its declared providers, each resolved on the wrapper when first asked (a patch
+    that finds nothing in its visit_Module never pays for scopes)."""
+
+    def __init__(self, wrapper: MetadataWrapper, providers) -> None:
+        super().__init__(frozenset(providers))
+        self._wrapper = wrapper
+
+    def __getitem__(self, provider):
+        if provider not in self._keys:
+            raise KeyError(provider)
+        return self._wrapper.resolve(provider)
+
+
+class _Diverged(Exception):
+    """The single shared pass cannot stand for running the patches one after the other on this file."""
+
+
+def _commands(active: list[ModuleType], wrapper: MetadataWrapper, options: PatchOptions | None,
+              path: str) -> list[tuple[ModuleType, PatchCommand]]:
+    out = []
+    for patch in active:
+        context = CodemodContext(filename=path, full_module_name=None, scratch={}, wrapper=wrapper)
+        command = patch.Transformer(context, options)
+        command.metadata = _LazyTables(wrapper, command.get_inherited_dependencies())
+        out.append((patch, command))
+    return out
+
+
+def _combined(active: list[ModuleType], wrapper: MetadataWrapper, options: PatchOptions | None,
+              path: str) -> tuple[str, list[Change]]:
+    commands = _commands(active, wrapper, options, path)
+    walker = _Combined(commands)
+    tree = walker.run(wrapper.module)
+    changes: list[Change] = []
+    for i, (patch, command) in enumerate(commands):
+        recorded = list(command.context.scratch.get("distdoctor_changes", []))
+        if walker.changed[i] and not recorded:
+            raise _Diverged(patch.PATCH.id)  # a rewrite it did not record: the sequential path drops it
+        if not recorded or not (walker.changed[i] or _wants_imports(command)):
+            continue  # recorded, but left the tree as it was
+        changes += recorded
+        tree = _apply_imports(command, tree)
+    return (tree.code if changes else ""), changes
+
+
+def _sequential(active: list[ModuleType], wrapper: MetadataWrapper, options: PatchOptions | None,
+                path: str) -> tuple[str, list[Change]]:
+    """The patches one after the other, each on the previous one's output (a new resolution after each
+    patch that rewrote): for the rare file where the shared pass cannot stand for that."""
+    changes: list[Change] = []
+    for patch in active:
+        ((_, command),) = _commands([patch], wrapper, options, path)
+        try:
+            new_module = _transform(command, wrapper)
+        except SkipFile:
+            continue
+        except Exception as exc:
+            raise PatchFailure(patch.PATCH.id, exc) from exc
+        recorded = list(command.context.scratch.get("distdoctor_changes", []))
+        if not recorded or new_module.code == wrapper.module.code:
+            continue  # a rewrite counts only when the patch recorded it
+        changes += recorded
+        wrapper = _wrap(new_module.deep_clone())  # rewritten trees may share nodes
+    return wrapper.module.code, changes
+
+
+def _transform(command: PatchCommand, wrapper: MetadataWrapper) -> cst.Module:
     """Codemod.transform_module, but on an already wrapped module (metadata resolved once, reused)."""
-    with command.resolve(wrapper):
-        command.context = replace(command.context, wrapper=wrapper)
-        tree = command.transform_module_impl(wrapper.module)
+    return _apply_imports(command, wrapper.module.visit(command))
+
+
+def _wants_imports(command: PatchCommand) -> bool:
+    scratch = command.context.scratch
+    return AddImportsVisitor.CONTEXT_KEY in scratch or RemoveImportsVisitor.CONTEXT_KEY in scratch
+
+
+def _apply_imports(command: PatchCommand, tree: cst.Module) -> cst.Module:
     for key, helper in ((AddImportsVisitor.CONTEXT_KEY, AddImportsVisitor),
                         (RemoveImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor)):
         if key in command.context.scratch:
             visitor = helper(command.context)
             tree = _add_imports(visitor, tree) if helper is AddImportsVisitor else visitor.transform_module(tree)
     return tree
+
+
+class _Combined(cst.CSTTransformer):
+    """Every patch's visit_/leave_ methods in one traversal of the tree, in registry order at each node.
+
+    A patch whose visit_X returns False does not see X's descendants (its leave_X still runs, as in
+    libcst); one whose visit_Module returns False (found nothing) leaves the traversal, which is skipped
+    when all have. At each node the leave_X methods chain: each gets the node as the previous patch left
+    it when that is still an X, else the unchanged one. A patch rewriting a node that is or contains
+    another patch's rewrite raises _Diverged (the sequential path handles that file) unless one of the
+    two names the other in COMPOSES_WITH."""
+
+    def __init__(self, commands: list[tuple[ModuleType, PatchCommand]]) -> None:
+        super().__init__()
+        self.commands = [command for _, command in commands]
+        self.ids = [patch.PATCH.id for patch, _ in commands]
+        self.blocked: list[cst.CSTNode | None] = [None] * len(commands)
+        self.changed = [False] * len(commands)
+        self.composes = [{j for j, other in enumerate(self.ids)
+                          if other in getattr(command, "COMPOSES_WITH", ()) or self.ids[i] in
+                          getattr(self.commands[j], "COMPOSES_WITH", ())} for i, command in enumerate(self.commands)]
+        self._below: list[set[int] | None] = []  # per open node: the patches that rewrote inside it
+        self._visits: dict[str, list] = {"Module": []}  # visit_Module runs before the traversal
+        self._leaves: dict[str, list] = {}
+        self._own = [_own_methods(type(command)) for command in self.commands]
+        if not any(_is_attribute_method(name) for own in self._own for name in own):
+            self.on_visit_attribute = self.on_leave_attribute = _ignore_attribute
+
+    def _table(self, table: dict[str, list], prefix: str, name: str) -> list:
+        """The patches that define prefix+name themselves (libcst's base classes have a no-op stub for
+        every node type: calling those would be most of the traversal's cost)."""
+        fns = table.get(name)
+        if fns is None:
+            fns = table[name] = [(i, getattr(command, prefix + name)) for i, command in enumerate(self.commands)
+                                 if prefix + name in self._own[i]]
+        return fns
+
+    def _call(self, i: int, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as exc:  # SkipFile mid-way, or a patch tripping over another's rewrite
+            raise _Diverged(f"{self.ids[i]}: {type(exc).__name__}") from exc
+
+    def run(self, module: cst.Module) -> cst.Module:
+        skipped = set()
+        for i, command in enumerate(self.commands):
+            try:
+                if command.visit_Module(module) is False:
+                    self.blocked[i] = module
+            except SkipFile:
+                skipped.add(i)
+                self.blocked[i] = module
+            except Exception as exc:  # the sequential path says whether it fails there too
+                raise _Diverged(f"{self.ids[i]}: {type(exc).__name__}") from exc
+        leaves = self._table(self._leaves, "leave_", "Module")
+        self._leaves["Module"] = [(i, fn) for i, fn in leaves if i not in skipped]  # SkipFile: no leave either
+        if all(b is not None for b in self.blocked):
+            self._below.append(None)
+            return self.on_leave(module, module)  # nobody wants the traversal: only leave_Module runs
+        return module.visit(self)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        blocked = self.blocked
+        for i, fn in self._table(self._visits, "visit_", type(node).__name__):
+            if blocked[i] is None and self._call(i, fn, node) is False:
+                blocked[i] = node
+        self._below.append(None)
+        return None in blocked
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
+        blocked = self.blocked
+        kind = type(original_node)
+        current = updated_node
+        touched = self._below.pop()
+        for i, fn in self._table(self._leaves, "leave_", kind.__name__):
+            if blocked[i] is not None and blocked[i] is not original_node:
+                continue
+            given = current if type(current) is kind else updated_node
+            result = self._call(i, fn, original_node, given)
+            if result is not given:
+                if given is not current:
+                    raise _Diverged(f"{self.ids[i]} rewrites a node another patch replaced")
+                if touched and not touched <= self.composes[i] | {i}:
+                    # run alone after the other, it would have seen that rewrite (and may have chosen otherwise)
+                    raise _Diverged(f"{self.ids[i]} rewrites around another patch's rewrite")
+                self.changed[i] = True
+                current = result
+                touched = (touched or set()) | {i}
+        for i, b in enumerate(blocked):
+            if b is original_node:
+                blocked[i] = None
+        if touched and self._below:
+            self._below[-1] = (self._below[-1] or set()) | touched
+        return current
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        for i, fn in self._table(self._visits, "visit_", f"{type(node).__name__}_{attribute}"):
+            if self.blocked[i] is None:
+                self._call(i, fn, node)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        for i, fn in self._table(self._leaves, "leave_", f"{type(original_node).__name__}_{attribute}"):
+            if self.blocked[i] is None:
+                self._call(i, fn, original_node)
+
+
+def _own_methods(cls: type) -> set[str]:
+    """Names defined by the patch's own classes (PatchCommand's subclasses), not inherited from libcst."""
+    return {name for klass in cls.__mro__ if issubclass(klass, PatchCommand) and klass is not PatchCommand
+            for name in vars(klass)}
+
+
+def _is_attribute_method(name: str) -> bool:
+    """`visit_Call_func`, `leave_Arg_value`: libcst's per-attribute callbacks."""
+    parts = name.split("_")
+    return parts[0] in ("visit", "leave") and len(parts) >= 3 and parts[1][:1].isupper()
+
+
+def _ignore_attribute(node: cst.CSTNode, attribute: str) -> None:
+    return None
 
 
 _IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
@@ -188,9 +386,8 @@ class FileOutcome:
 def _check_output(new: str, path: str) -> str | None:
     new = new[1:] if new.startswith(BOM) else new
     try:
-        cst.parse_module(new)
-        compile(new, path, "exec", dont_inherit=True)
-    except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
+        compile(new, path, "exec", dont_inherit=True)  # Python's own parser: ~10x cheaper than libcst's
+    except (SyntaxError, ValueError) as exc:
         return f"patched output does not compile ({type(exc).__name__}: {str(exc).splitlines()[0]}); not written"
     return None
 
