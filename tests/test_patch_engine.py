@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 
 import pytest
 
@@ -93,6 +94,19 @@ def test_bad_files_are_reported_not_touched(tmp_path, content, reason):
     outcome = process_file(str(f), ["gloo_backend"], write=True)
     assert outcome.error and reason in outcome.error
     assert f.read_bytes() == content
+
+
+def test_newer_syntax_than_this_python_is_named_not_blamed_on_the_patch(tmp_path):
+    # Python 3.12 f-strings (PEP 701) parse in libcst but not in compile() before 3.12
+    content = BROKEN.encode() + b'cfg = {"name": "run"}\nprint(f"started {cfg["name"]}")\n'
+    f = tmp_path / "train.py"
+    f.write_bytes(content)
+    outcome = process_file(str(f), ["gloo_backend"], write=True)
+    if sys.version_info >= (3, 12):
+        assert outcome.written and outcome.error is None
+    else:
+        assert "does not compile with this Python" in outcome.error and "even before patching" in outcome.error
+        assert f.read_bytes() == content
 
 
 def test_read_only_and_symlink(tmp_path):
