@@ -31,7 +31,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 
-from distdoctor.patching.base import PatchCommand, PatchInfo
+from distdoctor.patching.base import GuardAwareCommand, PatchInfo
 from distdoctor.patching.cstutil import ast_ident, qualified_names, walk
 from .torch_device_cpu import _guards
 
@@ -140,14 +140,14 @@ def screen(tree: ast.Module) -> bool:
     return found and _ast_imports_torch(tree)
 
 
-class Transformer(PatchCommand):
+class Transformer(GuardAwareCommand):
     """Guard `.cuda()` without an index and raising torch.cuda calls with torch.cuda.is_available()."""
 
     INFO = PATCH
+    guard_depth = staticmethod(_cuda_test)  # enclosing tests that already decide on CUDA
 
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
-        self.guarded = 0  # depth of enclosing tests that already decide on CUDA
         self.statements: set[int] = set()  # ids of calls that are a whole statement (guarded by an `if`)
         self.bare: set[int] = set()  # ids of expressions that need no parentheses (argument, value, return)
 
@@ -157,21 +157,6 @@ class Transformer(PatchCommand):
                    or isinstance(n, cst.ImportFrom) and not n.relative and n.module is not None
                    and (cst.helpers.get_full_name_for_node(n.module) or "").split(".")[0] == "torch"
                    for n in walk(node))
-
-    # -- tests that already decide on CUDA ---------------------------------------------------------
-    def visit_If(self, node: cst.If) -> None:
-        self.guarded += _cuda_test(node.test)
-
-    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
-        self.guarded -= _cuda_test(original_node.test)
-        return updated_node
-
-    def visit_IfExp(self, node: cst.IfExp) -> None:
-        self.guarded += _cuda_test(node.test)
-
-    def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
-        self.guarded -= _cuda_test(original_node.test)
-        return updated_node
 
     # -- where a rewritten expression needs no parentheses -------------------------------------------
     def visit_Arg(self, node: cst.Arg) -> None:

@@ -22,7 +22,7 @@ import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider, QualifiedNameProvider
 
-from distdoctor.patching.base import PatchCommand, PatchInfo
+from distdoctor.patching.base import GuardAwareCommand, PatchInfo
 from distdoctor.patching.cstutil import ast_ident, get_arg, qualified_names, walk
 from .int_device import _ast_gpu_string, is_gpu_string
 
@@ -79,15 +79,15 @@ def _guards(test: cst.BaseExpression) -> bool:
     return False
 
 
-class Transformer(PatchCommand):
+class Transformer(GuardAwareCommand):
     """Give hard-coded CUDA devices and accelerator calls a CPU path."""
 
     INFO = PATCH
+    guard_depth = staticmethod(_guards)  # enclosing tests that already decide on CUDA
     METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider)
 
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
-        self.guarded = 0  # depth of enclosing CUDA/accelerator tests
         self.bare: set[int] = set()  # ids of expressions that need no parentheses (argument, value, return)
 
     def visit_Arg(self, node: cst.Arg) -> None:
@@ -104,20 +104,6 @@ class Transformer(PatchCommand):
             return False
         first = get_arg(call, "type", 0)
         return first is not None and is_gpu_string(first.value)
-
-    def visit_If(self, node: cst.If) -> None:
-        self.guarded += _guards(node.test)
-
-    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
-        self.guarded -= _guards(original_node.test)
-        return updated_node
-
-    def visit_IfExp(self, node: cst.IfExp) -> None:
-        self.guarded += _guards(node.test)
-
-    def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
-        self.guarded -= _guards(original_node.test)
-        return updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if self.guarded:

@@ -24,6 +24,7 @@ declared providers are resolved when first asked, so a patch that finds nothing 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
@@ -86,3 +87,29 @@ class PatchCommand(VisitorBasedCodemodCommand):
             except KeyError:
                 line = 0
         self.changes.append(Change(line, self.INFO.id, what))
+
+
+class GuardAwareCommand(PatchCommand):
+    """A patch that leaves code alone under a test that already decides its question (CUDA present, an
+    accelerator...): `self.guarded` is the depth of such enclosing `if` statements and conditional
+    expressions. Subclasses set `guard_depth(test) -> int` (1 when the test counts, else 0)."""
+
+    guard_depth: Callable[[cst.BaseExpression], int]
+
+    def __init__(self, context: CodemodContext, options: PatchOptions | None = None) -> None:
+        super().__init__(context, options)
+        self.guarded = 0
+
+    def visit_If(self, node: cst.If) -> None:
+        self.guarded += type(self).guard_depth(node.test)
+
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        self.guarded -= type(self).guard_depth(original_node.test)
+        return updated_node
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self.guarded += type(self).guard_depth(node.test)
+
+    def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
+        self.guarded -= type(self).guard_depth(original_node.test)
+        return updated_node
