@@ -43,7 +43,7 @@ import yaml
 
 from distdoctor import paths
 from distdoctor import runner
-from distdoctor.runner import run_torchrun
+from distdoctor.runner import run_torchrun, succeeded
 
 MANIFEST = paths.ROOT / "evals" / "e2e.yaml"
 PATCH_CLI = paths.ROOT / "scripts" / "patch_backend.py"
@@ -298,14 +298,16 @@ def run_entry(e: Entry, progress: bool = True, diagnose: Callable[[str], dict] |
         r = run_torchrun(work / src.name, NPROC, args, timeout=e.timeout, cwd=work, env=env)
         done = finished_ranks(r.output)
         note = ""
-        if not r.ok and not r.timed_out and done >= set(range(NPROC)):
-            # every rank finished but the job's exit status is not 0 (seen once under heavy load, at
-            # shutdown): run once more and say so, rather than hide it or fail on a shutdown hiccup
+        if not succeeded(r) and not r.timed_out and done >= set(range(NPROC)):
+            # every rank finished but the job's exit status is not 0 for another reason than gloo's
+            # teardown abort: run once more and say so, rather than hide it or fail on a shutdown hiccup
             note = f" (retried: the first rerun exited {r.returncode} after every rank finished: " \
                    f"{last_error(r.output)[:120]})"
             r = run_torchrun(work / src.name, NPROC, args, timeout=e.timeout, cwd=work, env=env)
             done = finished_ranks(r.output)
-        rerun_ok = r.ok and done >= set(range(NPROC))
+        rerun_ok = succeeded(r) and done >= set(range(NPROC))
+        if rerun_ok and not r.ok:
+            note += " (torch's gloo teardown abort after every rank finished: accepted, see references/backends.md)"
         how = "timed out" if r.timed_out else f"exit {r.returncode}"
         tail = "" if rerun_ok else " — " + last_error(r.output)
         with_env = f" with {' '.join(f'{k}={v}' for k, v in env.items())}" if env else ""
