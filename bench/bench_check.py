@@ -14,26 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import resource
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_patch import OUT, ensure_torchfix, timed, torch_dir  # noqa: E402
+from bench_patch import OUT, bench_tree, ensure_torchfix, timed  # noqa: E402
 from distdoctor.patching.engine import iter_python_files  # noqa: E402
 from distdoctor.paths import ROOT  # noqa: E402
-
-
-def timed_cpu(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str]:
-    """(wall s, CPU s of the child: user + sys, exit code, stdout). CPU time is what a shared, loaded machine
-    does not inflate: the ratio is reported for both."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    wall, rc, out = timed(cmd, env)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, rc, out
 
 
 def main() -> int:
@@ -44,17 +33,13 @@ def main() -> int:
     ap.add_argument("--torchfix-target", type=Path, default=OUT / "torchfix", help="where TorchFix is installed")
     args = ap.parse_args()
 
-    base = torch_dir()
-    tree = base if not args.subset else (Path(args.subset) if Path(args.subset).is_absolute() else base / args.subset)
-    if not tree.is_dir():
-        print(f"bench_check.py: error: {tree} is not a directory", file=sys.stderr)
-        return 2
+    tree = bench_tree(args.subset, "bench_check.py")
     files = sum(1 for _, err in iter_python_files(str(tree)) if err is None)
     print(f"tree: {tree} ({files} .py files){' [subset]' if args.subset else ''}; jobs: {args.jobs}", flush=True)
     results: dict = {"tree": str(tree), "files": files, "jobs": args.jobs}
 
-    ours, ours_cpu, rc, out = timed_cpu([sys.executable, str(ROOT / "scripts" / "check_repo.py"), str(tree), "--include-tests",
-                           "--format", "json", "-j", str(args.jobs)])
+    ours, ours_cpu, rc, out = timed([sys.executable, str(ROOT / "scripts" / "check_repo.py"), str(tree),
+                                     "--include-tests", "--format", "json", "-j", str(args.jobs)])
     findings = json.loads(out) if out.strip().startswith("[") else None
     n = len(findings) if findings is not None else None
     results.update(distdoctor_s=round(ours, 2), distdoctor_cpu_s=round(ours_cpu, 2), distdoctor_exit=rc,
@@ -62,8 +47,8 @@ def main() -> int:
     print(f"distdoctor check     : {ours:8.2f} s wall {ours_cpu:8.2f} s CPU  (exit {rc}, {n} finding(s))", flush=True)
 
     if not args.no_torchfix and ensure_torchfix(args.torchfix_target):
-        tfx, tfx_cpu, rc, _ = timed_cpu([sys.executable, "-m", "torchfix", "--select", "ALL", "-j", str(args.jobs),
-                                         str(tree)], env={"PYTHONPATH": str(args.torchfix_target)})
+        tfx, tfx_cpu, rc, _ = timed([sys.executable, "-m", "torchfix", "--select", "ALL", "-j", str(args.jobs),
+                                     str(tree)], env={"PYTHONPATH": str(args.torchfix_target)})
         results.update(torchfix_s=round(tfx, 2), torchfix_cpu_s=round(tfx_cpu, 2), torchfix_exit=rc,
                        torchfix_over_distdoctor=round(tfx / ours, 1),
                        torchfix_over_distdoctor_cpu=round(tfx_cpu / max(ours_cpu, 1e-9), 1))
@@ -72,10 +57,10 @@ def main() -> int:
               f"(target >= 10x)")
         # the planted hazards: what each tool reports on the programs that misbehave for real
         planted = sorted(str(p) for p in (ROOT / "evals" / "programs").glob("check_*.py"))
-        _, _, _, tout = timed_cpu([sys.executable, "-m", "torchfix", "--select", "ALL", *planted],
-                                  env={"PYTHONPATH": str(args.torchfix_target)})
-        _, _, _, oout = timed_cpu([sys.executable, str(ROOT / "scripts" / "check_repo.py"), "--format", "json",
-                                   *planted])
+        _, _, _, tout = timed([sys.executable, "-m", "torchfix", "--select", "ALL", *planted],
+                              env={"PYTHONPATH": str(args.torchfix_target)})
+        _, _, _, oout = timed([sys.executable, str(ROOT / "scripts" / "check_repo.py"), "--format", "json",
+                               *planted])
         ours_planted = len(json.loads(oout)) if oout.strip().startswith("[") else None
         tfx_planted = sum(1 for line in tout.splitlines() if re.match(r".+:\d+:\d+", line))
         results.update(planted_programs=len(planted), planted_torchfix_findings=tfx_planted,

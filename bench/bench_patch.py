@@ -51,19 +51,26 @@ def ensure_torchfix(target: Path) -> bool:
     return True
 
 
-CPU: dict[str, float] = {}  # command's first argument after the interpreter -> CPU seconds of its last run
-
-
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
-    """Wall seconds, exit code and stdout; the CPU seconds (user + system, worker processes included)
-    go to CPU[cmd[1]], steadier than wall time on a shared machine."""
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str]:
+    """(wall s, CPU s of the command: user + system, worker processes included, exit code, stdout). CPU time
+    is what a shared, loaded machine does not inflate: the ratio is reported for both."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    CPU[cmd[1]] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, proc.returncode, proc.stdout
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.returncode, proc.stdout
+
+
+def bench_tree(subset: str | None, prog: str) -> Path:
+    """The tree to bench: the installed torch package, or --subset (a folder of it, or any path); exits 2
+    with one line when it is not a directory."""
+    base = torch_dir()
+    tree = base if not subset else (Path(subset) if Path(subset).is_absolute() else base / subset)
+    if not tree.is_dir():
+        print(f"{prog}: error: {tree} is not a directory", file=sys.stderr)
+        raise SystemExit(2)
+    return tree
 
 
 def main() -> int:
@@ -76,11 +83,7 @@ def main() -> int:
     ap.add_argument("--torchfix-target", type=Path, default=OUT / "torchfix", help="where TorchFix is installed")
     args = ap.parse_args()
 
-    base = torch_dir()
-    tree = base if not args.subset else (Path(args.subset) if Path(args.subset).is_absolute() else base / args.subset)
-    if not tree.is_dir():
-        print(f"bench_patch.py: error: {tree} is not a directory", file=sys.stderr)
-        return 2
+    tree = bench_tree(args.subset, "bench_patch.py")
     files = sum(1 for _, err in iter_python_files(str(tree)) if err is None)
     patches = paths.patch_registry()
 
@@ -92,19 +95,18 @@ def main() -> int:
 
     results: dict[str, float | int | str | None] = {"tree": str(tree), "files": files, "jobs": args.jobs,
                                                      "patches": [m.PATCH.id for m in chosen]}
-    ours, rc, out = timed([sys.executable, str(ROOT / "scripts" / "patch_backend.py"), str(tree), "--dry-run",
-                           "--include-tests", "--json", "--quiet", "-j", str(args.jobs), *results_only])
+    ours, ours_cpu, rc, out = timed([sys.executable, str(ROOT / "scripts" / "patch_backend.py"), str(tree),
+                                     "--dry-run", "--include-tests", "--json", "--quiet", "-j", str(args.jobs), *results_only])
     doc = json.loads(out) if out.strip().startswith("{") else {}
     if args.save_report:
         args.save_report.write_text(out)  # the dry run's own report (diffs, changes): to compare engines
-    ours_cpu = CPU[str(ROOT / "scripts" / "patch_backend.py")]
     results.update(distdoctor_s=round(ours, 2), distdoctor_cpu_s=round(ours_cpu, 2), distdoctor_exit=rc,
                    distdoctor_changed=doc.get("changed"))
     print(f"distdoctor dry run : {ours:8.2f} s  (CPU {ours_cpu:.2f} s; exit {rc}, {doc.get('changed')} file(s) "
           "would change)")
 
     pattern = "|".join(re.escape(n) for n in needles) if needles else "."
-    grep, _, gout = timed(["grep", "-rlE", "--include=*.py", pattern, str(tree)])
+    grep, _, _, gout = timed(["grep", "-rlE", "--include=*.py", pattern, str(tree)])
     results.update(grep_s=round(grep, 3), grep_files=len(gout.splitlines()))
     print(f"grep -rlE prefilter: {grep:8.2f} s  ({len(gout.splitlines())} files match)")
 
@@ -118,16 +120,15 @@ def main() -> int:
                 text = fh.read().decode("utf-8", "replace")
             hits += any(n in text for n in needles) if needles else 1
     stage = time.perf_counter() - start
-    floor, _, _ = timed([sys.executable, str(ROOT / "scripts" / "patch_backend.py"), "--list"])
+    floor, _, _, _ = timed([sys.executable, str(ROOT / "scripts" / "patch_backend.py"), "--list"])
     results.update(prefilter_stage_s=round(stage, 3), prefilter_stage_files=hits, cli_start_s=round(floor, 3))
     print(f"prefilter stage    : {stage:8.2f} s  ({hits} files pass; walk + read + substring test, in process)")
     print(f"CLI start-up floor : {floor:8.2f} s  (patch_backend.py --list: interpreter, libcst, patches)")
 
     tfx = None
     if not args.no_torchfix and ensure_torchfix(args.torchfix_target):
-        tfx, rc, _ = timed([sys.executable, "-m", "torchfix", "--select", "ALL", "-j", str(args.jobs), str(tree)],
+        tfx, tfx_cpu, rc, _ = timed([sys.executable, "-m", "torchfix", "--select", "ALL", "-j", str(args.jobs), str(tree)],
                            env={"PYTHONPATH": str(args.torchfix_target)})
-        tfx_cpu = CPU["-m"]
         results.update(torchfix_s=round(tfx, 2), torchfix_cpu_s=round(tfx_cpu, 2), torchfix_exit=rc)
         print(f"TorchFix --select ALL: {tfx:8.2f} s  (CPU {tfx_cpu:.2f} s; exit {rc})")
 
