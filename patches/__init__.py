@@ -5,25 +5,15 @@ Modules are discovered with pkgutil, so adding a patch never means editing this 
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import lru_cache
 from types import ModuleType
+
+from distdoctor.plugins import discover
 
 
 @lru_cache(maxsize=None)
 def _discover() -> tuple[ModuleType, ...]:
-    found = []
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        try:
-            module = importlib.import_module(f"{__name__}.{info.name}")
-        except Exception as exc:  # a broken patch module must be named, not silently dropped
-            raise ImportError(f"patches/{info.name}.py cannot be imported: {type(exc).__name__}: {exc}") from exc
-        if hasattr(module, "PATCH") and hasattr(module, "Transformer"):
-            found.append(module)
-    return tuple(sorted(found, key=lambda m: m.PATCH.id))
+    return discover(__name__, __path__, ("PATCH", "Transformer"), key=lambda m: m.PATCH.id)
 
 
 def all_patches() -> list[ModuleType]:

@@ -5,22 +5,15 @@ Modules are discovered with pkgutil, so adding a rule never means editing this f
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import lru_cache
 from types import ModuleType
+
+from distdoctor.plugins import discover
 
 
 @lru_cache(maxsize=None)
 def _discover() -> tuple[ModuleType, ...]:
-    found = []
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        if hasattr(module, "RULE") and hasattr(module, "check"):
-            found.append(module)
-    return tuple(sorted(found, key=lambda m: m.RULE.code))
+    return discover(__name__, __path__, ("RULE", "check"), key=lambda m: m.RULE.code)
 
 
 def all_rules() -> list[ModuleType]:
