@@ -51,9 +51,14 @@ def run(cmd: list[str], timeout: float = 120, cwd: str | Path | None = None,
 
 def run_torchrun(script: str | Path, nproc: int = 2, script_args: list[str] | tuple[str, ...] = (),
                  timeout: float = 120, cwd: str | Path | None = None, env: dict[str, str] | None = None,
-                 launcher_args: list[str] | tuple[str, ...] = ()) -> RunResult:
-    """Start `script` on `nproc` local ranks with torchrun --standalone and wait for all of them."""
-    return run(torchrun_cmd(script, nproc, script_args, launcher_args), timeout=timeout, cwd=cwd, env=env)
+                 launcher_args: list[str] | tuple[str, ...] = (), whole_lines: bool = False) -> RunResult:
+    """Start `script` on `nproc` local ranks with torchrun --standalone and wait for all of them.
+
+    whole_lines: torchrun tees each rank's output line by line, prefixed `[defaultN]:` (`--tee 3`). Without
+    it, ranks that print an unbuffered traceback at the same moment can split each other's lines, so a
+    caller that looks for an exact error line asks for it."""
+    launcher = (*launcher_args, "--tee", "3") if whole_lines else launcher_args
+    return run(torchrun_cmd(script, nproc, script_args, launcher), timeout=timeout, cwd=cwd, env=env)
 
 
 # Programs under evals/ end with one `DISTDOCTOR_OK rank=<r> checksum=<float>` per rank. Ranks share

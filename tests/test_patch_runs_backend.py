@@ -36,7 +36,7 @@ def _assert_all_ranks_ok(output: str, nproc: int = 2) -> None:
 def test_fails_then_patched_program_runs(tmp_path, program, args, failure, code):
     script = tmp_path / program
     shutil.copy(ROOT / "evals" / "programs" / program, script)
-    before = run_torchrun(script, 2, args, timeout=60, cwd=tmp_path)
+    before = run_torchrun(script, 2, args, timeout=60, cwd=tmp_path, whole_lines=True)
     assert not before.timed_out
     assert before.returncode == code and failure in before.output, before.output[-3000:]
     assert not finished_ranks(before.output)

@@ -49,7 +49,7 @@ def two_nodes_one_task_each(script: Path) -> list[RunResult]:
 def test_int_device_fails_on_cpu_then_patched_program_trains(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     shutil.copy(PROGRAMS / "device_int_to.py", script)
-    before = run_torchrun(script, nproc=2, timeout=60)
+    before = run_torchrun(script, nproc=2, timeout=60, whole_lines=True)
     assert not before.ok
     assert "RuntimeError: Cannot access accelerator device when none is available." in before.output
 

@@ -28,7 +28,7 @@ CASES = [
 def test_flash_path_fails_then_forced_sdpa_trains(tmp_path: Path, program: str, error: str) -> None:
     script = tmp_path / program
     shutil.copy(PROGRAMS / program, script)
-    before = run_torchrun(script, nproc=2, timeout=60)
+    before = run_torchrun(script, nproc=2, timeout=60, whole_lines=True)
     assert not before.ok
     assert error in before.output, before.output[-2000:]
 

@@ -32,7 +32,7 @@ def test_patched_program_trains_on_two_gloo_ranks(tmp_path: Path, fixture: str, 
     script = tmp_path / "train.py"
     shutil.copy(FIXTURES / f"{fixture}.in.py", script)
     if failure is not None:
-        before = run_torchrun(script, nproc=2, timeout=90, cwd=tmp_path)
+        before = run_torchrun(script, nproc=2, timeout=90, cwd=tmp_path, whole_lines=True)
         assert not before.timed_out and not succeeded(before)
         assert failure in before.output, before.output[-3000:]
 
