@@ -62,8 +62,9 @@ def run_torchrun(script: str | Path, nproc: int = 2, script_args: list[str] | tu
 
 
 # Programs under evals/ end with one `DISTDOCTOR_OK rank=<r> checksum=<float>` per rank. Ranks share
-# one stdout and an unbuffered print writes text and newline separately, so lines may run together.
-OK_LINE = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=(\S+?)(?=DISTDOCTOR_OK|\s|$)")
+# one stdout and an unbuffered print writes text and newline separately, so another rank's text may follow
+# a checksum directly ("...checksum=1.25step 4 loss ..."): the checksum is read as the float it is.
+OK_LINE = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=([-+]?(?:nan|inf|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))")
 
 
 def finished_ranks(output: str) -> dict[int, str]:

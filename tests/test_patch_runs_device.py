@@ -20,13 +20,12 @@ import pytest
 from distdoctor.patching.base import PatchOptions
 from distdoctor.patching.engine import patch_source
 from distdoctor.paths import ROOT, patch_module
-from distdoctor.runner import RunResult, run, run_torchrun, succeeded
+from distdoctor.runner import RunResult, finished_ranks, run, run_torchrun, succeeded
 
 int_device = patch_module("int_device")
 local_rank_device = patch_module("local_rank_device")
 
 PROGRAMS = ROOT / "evals" / "programs"
-OK = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=(\S+?)(?=DISTDOCTOR|\s|$)")
 BIND = re.compile(r"DISTDOCTOR_BIND rank=(\d+) local_rank=(\d+) index=(\d+)")
 
 
@@ -63,8 +62,8 @@ def test_int_device_fails_on_cpu_then_patched_program_trains(tmp_path: Path) -> 
     script.write_text(result.new_source)
     after = run_torchrun(script, nproc=2, timeout=60)
     assert succeeded(after), after.output[-3000:]
-    sums = dict(OK.findall(after.output))
-    assert sorted(sums) == ["0", "1"] and sums["0"] == sums["1"]
+    sums = finished_ranks(after.output)
+    assert sorted(sums) == [0, 1] and sums[0] == sums[1]
 
 
 @pytest.mark.torchrun
@@ -83,5 +82,5 @@ def test_local_rank_device_binds_local_rank_on_second_node(tmp_path: Path) -> No
     assert all(succeeded(r) for r in after), [r.output[-1500:] for r in after]
     binds = {int(r): (int(lr), int(i)) for res in after for r, lr, i in BIND.findall(res.output)}
     assert binds == {0: (0, 0), 1: (0, 0)}
-    sums = dict(OK.findall("".join(r.output for r in after)))
-    assert sorted(sums) == ["0", "1"] and sums["0"] == sums["1"]
+    sums = finished_ranks("".join(r.output for r in after))
+    assert sorted(sums) == [0, 1] and sums[0] == sums[1]

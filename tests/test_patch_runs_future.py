@@ -1,7 +1,6 @@
 """gloo_future_shim proven by running: the ZeRO-2 style optimizer fails on gloo, patched it trains on both ranks."""
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
@@ -10,16 +9,11 @@ import pytest
 from distdoctor.patching.base import PatchOptions
 from distdoctor.patching.engine import patch_source
 from distdoctor.paths import ROOT, patch_module
-from distdoctor.runner import run_torchrun, succeeded
+from distdoctor.runner import finished_ranks, run_torchrun, succeeded
 
 shim = patch_module("gloo_future_shim")
 
 PROGRAM = ROOT / "evals" / "programs" / "future_zero2_optimizer.py"
-OK = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=(\S+?)(?=DISTDOCTOR|\s|$)")
-
-
-def ok_lines(output: str) -> dict[int, str]:
-    return {int(r): c for r, c in OK.findall(output)}
 
 
 @pytest.mark.torchrun
@@ -29,7 +23,7 @@ def test_get_future_fails_on_gloo_then_patched_program_trains(tmp_path: Path) ->
     before = run_torchrun(script, nproc=2, timeout=60, whole_lines=True)
     assert not before.ok, before.output[-2000:]
     assert "RuntimeError: Work::getFuture not implemented." in before.output
-    assert not ok_lines(before.output)
+    assert not finished_ranks(before.output)
 
     result = patch_source(script.read_text(), [shim], PatchOptions(), str(script))
     assert {c.patch for c in result.changes} == {"gloo_future_shim"}
@@ -40,6 +34,6 @@ def test_get_future_fails_on_gloo_then_patched_program_trains(tmp_path: Path) ->
 
     after = run_torchrun(script, nproc=2, timeout=60)
     assert succeeded(after), after.output[-3000:]
-    sums = ok_lines(after.output)
+    sums = finished_ranks(after.output)
     assert sorted(sums) == [0, 1], after.output[-2000:]
     assert sums[0] == sums[1]

@@ -1,7 +1,6 @@
 """sdpa_force proven by running: flash-attention paths fail on CPU for real, patched and forced they train."""
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
@@ -10,12 +9,11 @@ import pytest
 from distdoctor.patching.base import PatchOptions
 from distdoctor.patching.engine import patch_source
 from distdoctor.paths import ROOT, patch_module
-from distdoctor.runner import run_torchrun, succeeded
+from distdoctor.runner import finished_ranks, run_torchrun, succeeded
 
 sdpa = patch_module("sdpa_force")
 
 PROGRAMS = ROOT / "evals" / "programs"
-OK = re.compile(r"DISTDOCTOR_OK rank=(\d+) checksum=(\S+?)(?=DISTDOCTOR|\s|$)")
 CASES = [
     ("sdpa_flash_import.py", "ModuleNotFoundError: No module named 'flash_attn'"),
     ("sdpa_cuda_kernel.py", "NotImplementedError: Could not run 'aten::_scaled_dot_product_flash_attention' "
@@ -39,6 +37,6 @@ def test_flash_path_fails_then_forced_sdpa_trains(tmp_path: Path, program: str, 
 
     after = run_torchrun(script, nproc=2, timeout=60, env={"TINYGPT_FORCE_SDPA": "1"})
     assert succeeded(after), after.output[-3000:]
-    sums = dict(OK.findall(after.output))
-    assert sorted(sums) == ["0", "1"], after.output[-2000:]
-    assert sums["0"] == sums["1"]
+    sums = finished_ranks(after.output)
+    assert sorted(sums) == [0, 1], after.output[-2000:]
+    assert sums[0] == sums[1]
