@@ -161,3 +161,17 @@ def test_ranks_that_timed_out_and_ranks_that_did_not():
     # a rank's own error, its peers' echoes aside
     own = diagnose_paths([str(LOGS / "gen_peer_died_valueerror.log")])
     assert own["first_failure"]["failed_ranks"] == [1] and "missing_ranks" not in own["first_failure"]
+
+
+def test_words_agree_with_the_log_but_do_not_outrank_the_first_failures_own_cause():
+    """gen_rank0_allreduce: rank 0's gloo timeout is explained by rank_conditional_collective's signature; "times
+    out" in the person's words names the symptom (collective_timeout), which must not overturn the log."""
+    log = LOGS / "gen_rank0_allreduce.log"
+    alone = diagnose_paths([str(log)])
+    worded = diagnose_paths([str(log)], context="our job times out at the end every time")
+    assert alone["causes"][0]["id"] == worded["causes"][0]["id"] == "rank_conditional_collective"
+    score = {c["id"]: c["score"] for c in worded["causes"]}
+    assert score["collective_timeout"] > {c["id"]: c["score"] for c in alone["causes"]}["collective_timeout"]
+    # with no error line to explain, the words keep their full weight
+    words_only = diagnose_text("", context="our job times out at the end every time")
+    assert any(c["id"] == "collective_timeout" for c in words_only["causes"])

@@ -19,7 +19,7 @@ from distdoctor.diagnose.sources import InputError, ScanStats, Source, expand, s
 ECHO_CAUSE = "peer_died_first"
 MAX_EVIDENCE = 5
 ECHO_BONUS = 8.0
-KEYWORD_WEIGHT = 2.0
+KEYWORD_WEIGHT = 2.0       # a keyword of the person's words; half that when the first failure has a cause of its own
 PROSE_WEIGHT = 1.0       # a keyword in a short log that holds no error line (someone's account, not the job's output)
 PROSE_LINES = 20
 THIN_SCORE = 4.0
@@ -191,6 +191,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     scores = _score(tally)
     found = find_first_failure(builder)
     first, first_line, echoes, alike = found.event, found.line, found.echoes, found.all_ranks
+    explained: list = []
     if first is not None:
         explained = [h for h in first.hits if h.kind in ("root", "hint")]
         for h in {(h.cause, h.index): h for h in first.hits}.values():
@@ -221,8 +222,9 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         scores[cause] += sc
     context_hits: list[dict] = []
     if context:
+        kw_weight = KEYWORD_WEIGHT / 2 if first is not None and explained else KEYWORD_WEIGHT
         for cause, kw, words in matcher.match_keywords(context):
-            scores[cause] += KEYWORD_WEIGHT
+            scores[cause] += kw_weight
             context_hits.append({"cause": cause, "keyword": kw, "words": words})
         for i, line in enumerate(context.splitlines(), 1):
             for h in (h for h in matcher.match_line(line) if h.active(seen)):
