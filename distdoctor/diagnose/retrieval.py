@@ -85,7 +85,7 @@ def excluding(doc_ids: set[str]):
         _EXCLUDED.update(saved)
 
 
-def _documents(references_root: str, corpus_root: str | None) -> list[tuple[str, str, str, str]]:
+def documents(references_root: str, corpus_root: str | None) -> list[tuple[str, str, str, str]]:
     """(doc id, cause, where, text) for every entry and every train corpus case."""
     from distdoctor.corpus import train_cases
 
@@ -166,4 +166,4 @@ def known_failures(references_root: str | None = None) -> KnownFailures:
 
 @lru_cache(maxsize=4)
 def _known(references_root: str, corpus_root: str | None) -> KnownFailures:
-    return KnownFailures(_documents(references_root, corpus_root))
+    return KnownFailures(documents(references_root, corpus_root))
