@@ -5,8 +5,12 @@ Two readings, weakest last:
 - `structural`: a failure of the log has the same exception type and nearly the same message template as a
   known failure of some cause (numbers, paths, hosts, ports, sizes abstracted);
 - `similar`: BM25 (the `bm25s` library) ranks the known documents, one per entry and one per corpus case,
-  against the log's error lines; the best documents' causes are candidates to confirm.
+  against the log's error lines; each of the best few documents votes for its cause (an entry's vote counting
+  double), and the causes with the most votes are candidates to confirm.
 The index is built in memory on first use (a few hundred short documents: milliseconds), never written to disk.
+Its settings were chosen by cross-validation on the train split (distdoctor/evals/retrieval_cv.py): low `k1`
+and `b` (a line repeated by every rank, and a long log, say little more than once), word pairs beside words,
+and votes summed over the top documents rather than the best document per cause.
 """
 
 from __future__ import annotations
@@ -24,7 +28,11 @@ from distdoctor.knowledge import load_entries
 STRUCTURAL_MIN = 0.6   # template overlap (Jaccard, same exception type) that counts as the same failure
 CORPUS_DOC_CHARS = 20000  # of a corpus log indexed (its head: where an excerpt puts the error)
 SIMILAR_TOP = 3        # causes taken from retrieval
-SIMILAR_MIN = 0.35     # a document scoring under this share of the best one is not similar enough
+SIMILAR_MIN = 0.35     # a cause with under this share of the best cause's votes is not similar enough
+BM25_K1, BM25_B = 0.5, 0.3  # term-frequency saturation and length normalisation (cross-validated)
+NEIGHBOURS = 10        # documents that vote for their cause
+ENTRY_WEIGHT = 2.0     # a knowledge-base entry's vote against one corpus case's
+SHARE_POWER = 2.0      # a neighbour votes with (its score / the best score) ** this
 _EXCLUDED: set[str] = set()
 _CORPUS_ROOT: list[str | None] = [None]  # None: evals/corpus/ of this checkout
 
@@ -55,7 +63,8 @@ _FRAME_AT = re.compile(r'File "(?P<path>[^"]*)", line \d+, in (?P<fn>[\w<>.]+)')
 def retrieval_tokens(text: str) -> list[str]:
     """Tokens for BM25: a traceback frame gives its file's stem and function (`c10d_rendezvous_backend`,
     `_call_store`: where it failed, which the message template abstracts away); other lines their template
-    tokens without the traceback boilerplate."""
+    tokens without the traceback boilerplate, and each pair of neighbouring tokens (`connection_reset`: a
+    phrase says more than its words)."""
     out: list[str] = []
     for line in text.splitlines():
         m = _FRAME_AT.search(line)
@@ -64,7 +73,8 @@ def retrieval_tokens(text: str) -> list[str]:
                 stem = re.split(r"[\\/]", m["path"])[-1].rsplit(".", 1)[0].lower()
                 out += [stem, m["fn"].lower()]
             continue
-        out += [t for t in tokens(line) if t not in _BOILERPLATE]
+        words = [t for t in tokens(line) if t not in _BOILERPLATE]
+        out += words + [f"{a}_{b}" for a, b in zip(words, words[1:])]
     return out
 
 
@@ -125,34 +135,42 @@ class KnownFailures:
         if self._bm25 is None:
             import bm25s  # imported on first use: a log with signature evidence never needs it
 
-            self._bm25 = bm25s.BM25()
+            self._bm25 = bm25s.BM25(k1=BM25_K1, b=BM25_B)
             self._bm25.index([retrieval_tokens(text) or ["<empty>"] for _, _, _, text in self.docs],
                              show_progress=False)
         return self._bm25
 
     def similar(self, query: str) -> list[Match]:
-        """Causes of the documents most like the query (best document per cause), strongest first."""
+        """Causes whose documents are most like the query, strongest first: each of the NEIGHBOURS best documents
+        votes for its cause with its share of the best score; a cause is shown by its best document."""
         q = retrieval_tokens(query)
         if not q or not self.docs:
             return []
         import numpy as np
 
-        bm25 = self._index()
-        scores = np.asarray(bm25.get_scores(q), dtype=float)
-        order = np.argsort(-scores)
-        out: dict[str, Match] = {}
-        top = None
-        for i in order[:50]:
-            doc_id, cause, where, text = self.docs[int(i)]
-            s = float(scores[int(i)])
-            if doc_id in _EXCLUDED or s <= 0:
+        scores = np.asarray(self._index().get_scores(q), dtype=float)
+        votes: dict[str, float] = {}
+        best: dict[str, int] = {}
+        top, n = 0.0, 0
+        for i in map(int, np.argsort(-scores, kind="stable")):
+            doc_id, cause = self.docs[i][:2]
+            if doc_id in _EXCLUDED:
                 continue
-            top = top or s
-            if s < SIMILAR_MIN * top or len(out) >= SIMILAR_TOP:
+            if scores[i] <= 0 or n >= NEIGHBOURS:
                 break
-            if cause not in out:
-                out[cause] = Match(cause, where, doc_id, round(s / top, 3), _best_line(text, set(q)))
-        return list(out.values())
+            n += 1
+            top = top or float(scores[i])
+            weight = ENTRY_WEIGHT if doc_id.startswith("entry:") else 1.0
+            votes[cause] = votes.get(cause, 0.0) + weight * (float(scores[i]) / top) ** SHARE_POWER
+            best.setdefault(cause, i)
+        most = max(votes.values(), default=0.0)
+        out = []
+        for cause in sorted(votes, key=lambda c: (-votes[c], c))[:SIMILAR_TOP]:
+            if votes[cause] < SIMILAR_MIN * most:
+                break
+            doc_id, _, where, text = self.docs[best[cause]]
+            out.append(Match(cause, where, doc_id, round(votes[cause] / most, 3), _best_line(text, set(q))))
+        return out
 
 
 def _best_line(text: str, q: set[str]) -> str:
