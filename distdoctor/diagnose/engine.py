@@ -376,9 +376,10 @@ def _compared_events(builder: EventBuilder, first: Event | None) -> list[Event]:
 
 
 def _query(failures: list[structure.Failure], head: bytes, context: str | None) -> str:
-    """What retrieval reads: the failures' messages and the input's first lines; the description when the log
-    says nothing."""
-    return ("\n".join(f.message for f in failures) + "\n" + _plain(head)).strip() or (context or "")
+    """What retrieval reads: the failures' messages, the input's first lines and the person's description (what
+    they ran names the setting a log leaves out: cross-validated on the train split, it ranks better with it)."""
+    return "\n".join(part for part in ("\n".join(f.message for f in failures), _plain(head), context or "")
+                     if part.strip()).strip()
 
 
 def retrieval_query(text: str, context: str | None = None, references_root=None) -> str:

@@ -28,7 +28,7 @@ from distdoctor.knowledge import load_entries
 STRUCTURAL_MIN = 0.6   # template overlap (Jaccard, same exception type) that counts as the same failure
 CORPUS_DOC_CHARS = 20000  # of a corpus log indexed (its head: where an excerpt puts the error)
 SIMILAR_TOP = 3        # causes taken from retrieval
-SIMILAR_MIN = 0.35     # a cause with under this share of the best cause's votes is not similar enough
+SIMILAR_MIN = 0.1      # a cause with under this share of the best cause's votes is not similar enough
 BM25_K1, BM25_B = 0.5, 0.3  # term-frequency saturation and length normalisation (cross-validated)
 NEIGHBOURS = 10        # documents that vote for their cause
 ENTRY_WEIGHT = 2.0     # a knowledge-base entry's vote against one corpus case's
