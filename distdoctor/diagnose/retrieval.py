@@ -117,7 +117,8 @@ class KnownFailures:
         for doc_id, cause, where, text in docs:
             for line, frames in dict.fromkeys(error_lines(text)):
                 self.failures.append(Known(cause, where, doc_id, failure_of_text(line, frames)))
-        self._bm25 = None
+        self._bm25: tuple[frozenset[str], object] | None = None
+        self._tokens: list[list[str]] | None = None
 
     def structural(self, failures: list[Failure]) -> list[Match]:
         """Known failures of the same type and template as one of the log's (best per cause)."""
@@ -131,14 +132,21 @@ class KnownFailures:
                     best[k.cause] = Match(k.cause, k.where, k.doc_id, round(s, 3), k.failure.message)
         return sorted(best.values(), key=lambda m: (-m.score, m.cause))
 
-    def _index(self):
-        if self._bm25 is None:
+    def _index(self) -> tuple[object, list[int]]:
+        """BM25 over the documents not left out, and their positions in `docs`: a document left out is out of
+        the index's statistics too, as a log nobody has seen. The last index is kept (a fold of an evaluation
+        leaves the same documents out for all its cases)."""
+        kept = [i for i, d in enumerate(self.docs) if d[0] not in _EXCLUDED]
+        key = frozenset(_EXCLUDED)
+        if self._bm25 is None or self._bm25[0] != key:
             import bm25s  # imported on first use: a log with signature evidence never needs it
 
-            self._bm25 = bm25s.BM25(k1=BM25_K1, b=BM25_B)
-            self._bm25.index([retrieval_tokens(text) or ["<empty>"] for _, _, _, text in self.docs],
-                             show_progress=False)
-        return self._bm25
+            if self._tokens is None:
+                self._tokens = [retrieval_tokens(text) or ["<empty>"] for _, _, _, text in self.docs]
+            bm25 = bm25s.BM25(k1=BM25_K1, b=BM25_B)
+            bm25.index([self._tokens[i] for i in kept], show_progress=False)
+            self._bm25 = (key, bm25)
+        return self._bm25[1], kept
 
     def similar(self, query: str) -> list[Match]:
         """Causes whose documents are most like the query, strongest first: each of the NEIGHBOURS best documents
@@ -148,21 +156,21 @@ class KnownFailures:
             return []
         import numpy as np
 
-        scores = np.asarray(self._index().get_scores(q), dtype=float)
+        bm25, kept = self._index()
+        if not kept:
+            return []
+        scores = np.asarray(bm25.get_scores(q), dtype=float)
         votes: dict[str, float] = {}
         best: dict[str, int] = {}
-        top, n = 0.0, 0
-        for i in map(int, np.argsort(-scores, kind="stable")):
-            doc_id, cause = self.docs[i][:2]
-            if doc_id in _EXCLUDED:
-                continue
-            if scores[i] <= 0 or n >= NEIGHBOURS:
+        top = 0.0
+        for j in map(int, np.argsort(-scores, kind="stable")[:NEIGHBOURS]):
+            if scores[j] <= 0:
                 break
-            n += 1
-            top = top or float(scores[i])
+            doc_id, cause = self.docs[kept[j]][:2]
+            top = top or float(scores[j])
             weight = ENTRY_WEIGHT if doc_id.startswith("entry:") else 1.0
-            votes[cause] = votes.get(cause, 0.0) + weight * (float(scores[i]) / top) ** SHARE_POWER
-            best.setdefault(cause, i)
+            votes[cause] = votes.get(cause, 0.0) + weight * (float(scores[j]) / top) ** SHARE_POWER
+            best.setdefault(cause, kept[j])
         most = max(votes.values(), default=0.0)
         out = []
         for cause in sorted(votes, key=lambda c: (-votes[c], c))[:SIMILAR_TOP]:
