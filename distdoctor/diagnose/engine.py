@@ -25,7 +25,7 @@ PROSE_LINES = 20
 THIN_SCORE = 4.0
 VERSION_WEIGHT = 5.0     # a driver older than the build's CUDA, read from version lines
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
-SIMILAR_WEIGHT = 1.5     # the best BM25 neighbour's cause
+SIMILAR_WEIGHT = 1.5     # the cause with the most BM25 neighbours' votes (cross-validated: retrieval_cv)
 HEAD_BYTES = 16384       # of the input kept for retrieval
 MAX_COMPARED = 8         # error events besides the first failure compared with known failures
 
@@ -361,7 +361,7 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
         item = {"file": m.where, "line": None, "text": m.text, "rank": None,
                 "kind": "similar" if from_log else "keyword",
                 "proves": f"{'the log' if from_log else 'your description'} is most like {m.doc_id} "
-                          f"(BM25 {m.score:.2f} of the best)"}
+                          f"(BM25 neighbours' votes: {m.score:.2f} of the best cause's)"}
         if not from_log:  # retrieval over the person's words rests on words
             item["file"] = "<context>"
         scores[m.cause] += SIMILAR_WEIGHT * m.score / (1 + rank_)  # agreeing with the words adds up
