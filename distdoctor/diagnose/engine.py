@@ -25,7 +25,7 @@ PROSE_LINES = 20
 THIN_SCORE = 4.0
 VERSION_WEIGHT = 5.0     # a driver older than the build's CUDA, read from version lines
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
-SIMILAR_WEIGHT = 1.5     # the best BM25 neighbour's cause
+SIMILAR_WEIGHT = 1.5     # the cause with the most BM25 neighbours' votes (cross-validated: retrieval_cv)
 HEAD_BYTES = 16384       # of the input kept for retrieval
 MAX_COMPARED = 8         # error events besides the first failure compared with known failures
 
@@ -158,14 +158,13 @@ def _score(tally: _Tally) -> dict[str, float]:
     return scores
 
 
-def diagnose_sources(sources, context: str | None = None, references_root=None,
-                     errors: list[dict] | None = None, progress=None) -> dict:
-    matcher = matcher_for(references_root)
+def _scan_all(sources, context: str | None, matcher: Matcher, errors: list[dict], progress=None):
+    """Stream every source into events and a tally; conditions met by the logs or the description are applied.
+    Returns (builder, tally, stats, files, prefilter, differing rank values)."""
     pre = Prefilter(matcher)
     builder = EventBuilder()
     tally = _Tally()
     stats = ScanStats()
-    errors = errors if errors is not None else []
     files = 0
     for idx, src in enumerate(sources):
         files += 1
@@ -184,9 +183,17 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         # what the person says they ran (mpirun, several jobs on one machine, code copied by hand) is a fact
         # about the run as a log line is: it meets `when` / `unless` conditions the same way
         tally.conditions.update(c for line in context.splitlines() for c in matcher.match_conditions(line))
-    seen = tally.conditions
     if any(s.conditional for s in matcher.signatures):
-        builder.keep_hits(lambda h: h.active(seen))  # a signature whose condition failed did not match
+        builder.keep_hits(lambda h: h.active(tally.conditions))  # a signature whose condition failed did not match
+    return builder, tally, stats, files, pre, differing
+
+
+def diagnose_sources(sources, context: str | None = None, references_root=None,
+                     errors: list[dict] | None = None, progress=None) -> dict:
+    matcher = matcher_for(references_root)
+    errors = errors if errors is not None else []
+    builder, tally, stats, files, pre, differing = _scan_all(sources, context, matcher, errors, progress)
+    seen = tally.conditions
     _add_rank_value_evidence(tally, matcher, differing)
     scores = _score(tally)
     found = find_first_failure(builder)
@@ -331,8 +338,7 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
     from distdoctor.diagnose.retrieval import known_failures
 
     known = known_failures(str(references_root) if references_root else None)
-    events = [first] if first is not None else []
-    events += [e for e in builder.events if e is not first and e.is_error and not e.is_agent and not e.is_echo][:MAX_COMPARED]
+    events = _compared_events(builder, first)
     failures = [structure.failure_of(e) for e in events]
     # a same-operation mismatch reads like the different-operation one word for word: never that cause
     same_op = any((mm := structure.collective_mismatch(f.message)) is not None and mm.same_op for f in failures)
@@ -349,7 +355,7 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
                 evidence_of.setdefault(m.cause, []).append(item)
     if any(calibrate.tier(evs) for c, evs in evidence_of.items() if scores.get(c, 0) > 0):
         return  # the log itself names a cause: neighbours would only add weaker candidates
-    query = ("\n".join(f.message for f in failures) + "\n" + _plain(head)).strip() or (context or "")
+    query = _query(failures, head, context)
     for rank_, m in enumerate(known.similar(query)):
         if m.cause not in matcher.entries or (same_op and m.cause == structure.MISMATCH_CAUSE):
             continue
@@ -357,11 +363,33 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
         item = {"file": m.where, "line": None, "text": m.text, "rank": None,
                 "kind": "similar" if from_log else "keyword",
                 "proves": f"{'the log' if from_log else 'your description'} is most like {m.doc_id} "
-                          f"(BM25 {m.score:.2f} of the best)"}
+                          f"(BM25 neighbours' votes: {m.score:.2f} of the best cause's)"}
         if not from_log:  # retrieval over the person's words rests on words
             item["file"] = "<context>"
         scores[m.cause] += SIMILAR_WEIGHT * m.score / (1 + rank_)  # agreeing with the words adds up
         evidence_of.setdefault(m.cause, []).append(item)
+
+
+def _compared_events(builder: EventBuilder, first: Event | None) -> list[Event]:
+    """The first failure, then the log's other error events of their own (no agent lines, no echoes)."""
+    events = [first] if first is not None else []
+    return events + [e for e in builder.events
+                     if e is not first and e.is_error and not e.is_agent and not e.is_echo][:MAX_COMPARED]
+
+
+def _query(failures: list[structure.Failure], head: bytes, context: str | None) -> str:
+    """What retrieval reads: the failures' messages, the input's first lines and the person's description (what
+    they ran names the setting a log leaves out: cross-validated on the train split, it ranks better with it)."""
+    return "\n".join(part for part in ("\n".join(f.message for f in failures), _plain(head), context or "")
+                     if part.strip()).strip()
+
+
+def retrieval_query(text: str, context: str | None = None, references_root=None) -> str:
+    """The text retrieval would compare with known failures for this log (the evals' cross-validation ranks
+    every train case's query, whether or not its diagnosis reaches retrieval)."""
+    builder, tally, *_ = _scan_all([_text_source("<text>", text, None)], context, matcher_for(references_root), [])
+    first = find_first_failure(builder).event
+    return _query([structure.failure_of(e) for e in _compared_events(builder, first)], tally.head, context)
 
 
 def _fmt_ts(ts: tuple | None) -> str | None:

@@ -5,8 +5,12 @@ Two readings, weakest last:
 - `structural`: a failure of the log has the same exception type and nearly the same message template as a
   known failure of some cause (numbers, paths, hosts, ports, sizes abstracted);
 - `similar`: BM25 (the `bm25s` library) ranks the known documents, one per entry and one per corpus case,
-  against the log's error lines; the best documents' causes are candidates to confirm.
+  against the log's error lines; each of the best few documents votes for its cause (an entry's vote counting
+  double), and the causes with the most votes are candidates to confirm.
 The index is built in memory on first use (a few hundred short documents: milliseconds), never written to disk.
+Its settings were chosen by cross-validation on the train split (distdoctor/evals/retrieval_cv.py): low `k1`
+and `b` (a line repeated by every rank, and a long log, say little more than once), word pairs beside words,
+and votes summed over the top documents rather than the best document per cause.
 """
 
 from __future__ import annotations
@@ -24,7 +28,11 @@ from distdoctor.knowledge import load_entries
 STRUCTURAL_MIN = 0.6   # template overlap (Jaccard, same exception type) that counts as the same failure
 CORPUS_DOC_CHARS = 20000  # of a corpus log indexed (its head: where an excerpt puts the error)
 SIMILAR_TOP = 3        # causes taken from retrieval
-SIMILAR_MIN = 0.35     # a document scoring under this share of the best one is not similar enough
+SIMILAR_MIN = 0.1      # a cause with under this share of the best cause's votes is not similar enough
+BM25_K1, BM25_B = 0.5, 0.3  # term-frequency saturation and length normalisation (cross-validated)
+NEIGHBOURS = 10        # documents that vote for their cause
+ENTRY_WEIGHT = 2.0     # a knowledge-base entry's vote against one corpus case's
+SHARE_POWER = 2.0      # a neighbour votes with (its score / the best score) ** this
 _EXCLUDED: set[str] = set()
 _CORPUS_ROOT: list[str | None] = [None]  # None: evals/corpus/ of this checkout
 
@@ -55,7 +63,8 @@ _FRAME_AT = re.compile(r'File "(?P<path>[^"]*)", line \d+, in (?P<fn>[\w<>.]+)')
 def retrieval_tokens(text: str) -> list[str]:
     """Tokens for BM25: a traceback frame gives its file's stem and function (`c10d_rendezvous_backend`,
     `_call_store`: where it failed, which the message template abstracts away); other lines their template
-    tokens without the traceback boilerplate."""
+    tokens without the traceback boilerplate, and each pair of neighbouring tokens (`connection_reset`: a
+    phrase says more than its words)."""
     out: list[str] = []
     for line in text.splitlines():
         m = _FRAME_AT.search(line)
@@ -64,7 +73,8 @@ def retrieval_tokens(text: str) -> list[str]:
                 stem = re.split(r"[\\/]", m["path"])[-1].rsplit(".", 1)[0].lower()
                 out += [stem, m["fn"].lower()]
             continue
-        out += [t for t in tokens(line) if t not in _BOILERPLATE]
+        words = [t for t in tokens(line) if t not in _BOILERPLATE]
+        out += words + [f"{a}_{b}" for a, b in zip(words, words[1:])]
     return out
 
 
@@ -85,7 +95,7 @@ def excluding(doc_ids: set[str]):
         _EXCLUDED.update(saved)
 
 
-def _documents(references_root: str, corpus_root: str | None) -> list[tuple[str, str, str, str]]:
+def documents(references_root: str, corpus_root: str | None) -> list[tuple[str, str, str, str]]:
     """(doc id, cause, where, text) for every entry and every train corpus case."""
     from distdoctor.corpus import train_cases
 
@@ -107,7 +117,8 @@ class KnownFailures:
         for doc_id, cause, where, text in docs:
             for line, frames in dict.fromkeys(error_lines(text)):
                 self.failures.append(Known(cause, where, doc_id, failure_of_text(line, frames)))
-        self._bm25 = None
+        self._bm25: tuple[frozenset[str], object] | None = None
+        self._tokens: list[list[str]] | None = None
 
     def structural(self, failures: list[Failure]) -> list[Match]:
         """Known failures of the same type and template as one of the log's (best per cause)."""
@@ -121,38 +132,53 @@ class KnownFailures:
                     best[k.cause] = Match(k.cause, k.where, k.doc_id, round(s, 3), k.failure.message)
         return sorted(best.values(), key=lambda m: (-m.score, m.cause))
 
-    def _index(self):
-        if self._bm25 is None:
+    def _index(self) -> tuple[object, list[int]]:
+        """BM25 over the documents not left out, and their positions in `docs`: a document left out is out of
+        the index's statistics too, as a log nobody has seen. The last index is kept (a fold of an evaluation
+        leaves the same documents out for all its cases)."""
+        kept = [i for i, d in enumerate(self.docs) if d[0] not in _EXCLUDED]
+        key = frozenset(_EXCLUDED)
+        if self._bm25 is None or self._bm25[0] != key:
             import bm25s  # imported on first use: a log with signature evidence never needs it
 
-            self._bm25 = bm25s.BM25()
-            self._bm25.index([retrieval_tokens(text) or ["<empty>"] for _, _, _, text in self.docs],
-                             show_progress=False)
-        return self._bm25
+            if self._tokens is None:
+                self._tokens = [retrieval_tokens(text) or ["<empty>"] for _, _, _, text in self.docs]
+            bm25 = bm25s.BM25(k1=BM25_K1, b=BM25_B)
+            bm25.index([self._tokens[i] for i in kept], show_progress=False)
+            self._bm25 = (key, bm25)
+        return self._bm25[1], kept
 
     def similar(self, query: str) -> list[Match]:
-        """Causes of the documents most like the query (best document per cause), strongest first."""
+        """Causes whose documents are most like the query, strongest first: each of the NEIGHBOURS best documents
+        votes for its cause with its share of the best score; a cause is shown by its best document."""
         q = retrieval_tokens(query)
         if not q or not self.docs:
             return []
         import numpy as np
 
-        bm25 = self._index()
+        bm25, kept = self._index()
+        if not kept:
+            return []
         scores = np.asarray(bm25.get_scores(q), dtype=float)
-        order = np.argsort(-scores)
-        out: dict[str, Match] = {}
-        top = None
-        for i in order[:50]:
-            doc_id, cause, where, text = self.docs[int(i)]
-            s = float(scores[int(i)])
-            if doc_id in _EXCLUDED or s <= 0:
-                continue
-            top = top or s
-            if s < SIMILAR_MIN * top or len(out) >= SIMILAR_TOP:
+        votes: dict[str, float] = {}
+        best: dict[str, int] = {}
+        top = 0.0
+        for j in map(int, np.argsort(-scores, kind="stable")[:NEIGHBOURS]):
+            if scores[j] <= 0:
                 break
-            if cause not in out:
-                out[cause] = Match(cause, where, doc_id, round(s / top, 3), _best_line(text, set(q)))
-        return list(out.values())
+            doc_id, cause = self.docs[kept[j]][:2]
+            top = top or float(scores[j])
+            weight = ENTRY_WEIGHT if doc_id.startswith("entry:") else 1.0
+            votes[cause] = votes.get(cause, 0.0) + weight * (float(scores[j]) / top) ** SHARE_POWER
+            best.setdefault(cause, kept[j])
+        most = max(votes.values(), default=0.0)
+        out = []
+        for cause in sorted(votes, key=lambda c: (-votes[c], c))[:SIMILAR_TOP]:
+            if votes[cause] < SIMILAR_MIN * most:
+                break
+            doc_id, _, where, text = self.docs[best[cause]]
+            out.append(Match(cause, where, doc_id, round(votes[cause] / most, 3), _best_line(text, set(q))))
+        return out
 
 
 def _best_line(text: str, q: set[str]) -> str:
@@ -166,4 +192,4 @@ def known_failures(references_root: str | None = None) -> KnownFailures:
 
 @lru_cache(maxsize=4)
 def _known(references_root: str, corpus_root: str | None) -> KnownFailures:
-    return KnownFailures(_documents(references_root, corpus_root))
+    return KnownFailures(documents(references_root, corpus_root))

@@ -1,0 +1,129 @@
+"""Cross-validation of the retrieval fallback on a corpus's TRAIN split only (held-out cases are never loaded).
+
+The train cases are cut into K folds by a hash of their id (a hash of its own, not the split's). Each fold is
+scored with its cases removed from the retrieval index, so a setting is judged on logs the index has not seen:
+- `retrieval`: every train case's retrieval query (engine.retrieval_query: what the diagnosis compares with known
+  failures) ranked against the knowledge base and the other folds' cases; top-1 / top-3 of the causes named;
+- `diagnosis`: the whole diagnosis of each case with its fold left out of retrieval: top-1 / top-3 over all cases,
+  and over the cases whose answer rests on retrieval (no signature or structure makes it confident).
+
+    python -m distdoctor.evals.retrieval_cv [--corpus DIR] [--folds K] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from distdoctor.corpus import CORPUS, CorpusCase, train_cases
+
+FOLDS = 5
+
+
+def fold_of(case_id: str, folds: int = FOLDS) -> int:
+    return int(hashlib.sha256(f"cv:{case_id}".encode()).hexdigest(), 16) % folds
+
+
+@dataclass
+class Tally:
+    n: int = 0
+    top1: int = 0
+    top3: int = 0
+
+    def add(self, cause: str, ranked: list[str]) -> None:
+        self.n += 1
+        self.top1 += ranked[:1] == [cause]
+        self.top3 += cause in ranked[:3]
+
+    def as_dict(self) -> dict:
+        return {"n": self.n, "top1": self.top1, "top3": self.top3}
+
+
+def folds_of(cases: tuple[CorpusCase, ...], folds: int) -> list[list[CorpusCase]]:
+    out: list[list[CorpusCase]] = [[] for _ in range(folds)]
+    for c in cases:
+        out[fold_of(c.id, folds)].append(c)
+    return out
+
+
+def retrieval_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path | None = None) -> dict:
+    """Retrieval alone: each fold's queries ranked by an index built without that fold."""
+    from distdoctor import paths
+    from distdoctor.diagnose.engine import retrieval_query
+    from distdoctor.diagnose.retrieval import KnownFailures, documents
+
+    docs = documents(str(references_root or paths.REFERENCES), str(root))
+    tally = Tally()
+    for fold in folds_of(train_cases(str(root)), folds):
+        if not fold:
+            continue
+        out = {f"corpus:{c.id}" for c in fold}
+        known = KnownFailures([d for d in docs if d[0] not in out])
+        for c in fold:
+            query = retrieval_query(c.log, c.context or None, references_root)
+            tally.add(c.cause, [m.cause for m in known.similar(query)])
+    return tally.as_dict()
+
+
+def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path | None = None) -> dict:
+    """The whole diagnosis, each fold with its cases left out of retrieval."""
+    from distdoctor.diagnose import diagnose_text
+    from distdoctor.diagnose.retrieval import excluding, use_corpus
+
+    every, fallback = Tally(), Tally()
+    use_corpus(root)
+    try:
+        for fold in folds_of(train_cases(str(root)), folds):
+            with excluding({f"corpus:{c.id}" for c in fold}):
+                for c in fold:
+                    r = diagnose_text(c.log, context=c.context or None, name=f"{c.id}.log",
+                                      references_root=references_root)
+                    ranked = [x["id"] for x in r["causes"]]
+                    every.add(c.cause, ranked)
+                    if r["verdict"] != "confident":
+                        fallback.add(c.cause, ranked)
+    finally:
+        use_corpus(None)
+    return {"all": every.as_dict(), "retrieval_level": fallback.as_dict()}
+
+
+def _frac(t: dict, key: str) -> str:
+    return f"{t[key]}/{t['n']}" + (f" ({100 * t[key] / t['n']:.1f}%)" if t["n"] else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="retrieval_cv", description=__doc__.split("\n\n")[0],
+                                 epilog="Only the train split is read; held-out cases never reach the index or "
+                                        "the figures.")
+    ap.add_argument("--corpus", type=Path, default=CORPUS, help="corpus folder (default evals/corpus/)")
+    ap.add_argument("--folds", type=int, default=FOLDS, help=f"number of folds (default {FOLDS})")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args(argv)
+    if args.folds < 2:
+        print(f"retrieval_cv: --folds {args.folds}: at least 2 folds are needed", file=sys.stderr)
+        return 2
+    if not args.corpus.is_dir():
+        print(f"retrieval_cv: --corpus {args.corpus}: not a folder", file=sys.stderr)
+        return 2
+    if not train_cases(str(args.corpus)):
+        print(f"retrieval_cv: --corpus {args.corpus}: no train case in it", file=sys.stderr)
+        return 2
+    res = {"folds": args.folds, "retrieval": retrieval_cv(args.corpus, args.folds),
+           "diagnosis": diagnosis_cv(args.corpus, args.folds)}
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    r, d = res["retrieval"], res["diagnosis"]
+    print(f"{args.folds}-fold cross-validation on the train split of {args.corpus}")
+    print(f"  retrieval alone          top-1 {_frac(r, 'top1')}  top-3 {_frac(r, 'top3')}")
+    for key, words in (("all", "diagnosis, all cases     "), ("retrieval_level", "diagnosis, not confident")):
+        print(f"  {words} top-1 {_frac(d[key], 'top1')}  top-3 {_frac(d[key], 'top3')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""The retrieval fallback: word pairs, votes over the best documents, documents left out of the statistics, the
+query the engine builds, and the cross-validation harness on a tiny corpus folder."""
+
+import json
+
+import yaml
+
+from distdoctor.corpus import split_of
+from distdoctor.diagnose import retrieval
+from distdoctor.diagnose.engine import retrieval_query
+from distdoctor.diagnose.retrieval import KnownFailures, excluding, retrieval_tokens
+from distdoctor.evals import retrieval_cv
+
+RESET = "RuntimeError: Connection reset by peer while waiting for the store"
+
+
+def test_tokens_pair_neighbouring_words():
+    toks = retrieval_tokens(RESET)
+    assert {"connection", "reset", "connection_reset", "reset_peer"} <= set(toks)
+    assert not any(t.startswith("runtimeerror_") and t.endswith("traceback") for t in toks)
+
+
+def _doc(doc_id: str, cause: str, text: str) -> tuple[str, str, str, str]:
+    return (doc_id, cause, f"https://example.invalid/{doc_id}", text)
+
+
+def test_several_neighbours_of_one_cause_outvote_the_single_best_document():
+    docs = [_doc("corpus:a", "cause_a", "watchdog caught collective operation timeout allreduce"),
+            _doc("corpus:b1", "cause_b", "watchdog caught collective operation timeout, rank 1"),
+            _doc("corpus:b2", "cause_b", "watchdog caught collective operation timeout, rank 2"),
+            _doc("corpus:b3", "cause_b", "watchdog caught collective operation timeout, rank 3"),
+            _doc("corpus:c", "cause_c", "cuda out of memory tried to allocate"),
+            _doc("corpus:d", "cause_d", "store client timeout"),
+            _doc("corpus:e", "cause_e", "segmentation fault")]
+    known = KnownFailures(docs)
+    query = "watchdog caught collective operation timeout on the allreduce"
+    bm25, kept = known._index()
+    scores = bm25.get_scores(retrieval_tokens(query))
+    assert docs[kept[int(scores.argmax())]][1] == "cause_a"  # the single best document is cause_a's
+    got = known.similar(query)
+    # three neighbours at 0.6 of the best score outvote it; a faint one (one shared word) is not similar enough
+    assert [m.cause for m in got] == ["cause_b", "cause_a"] and got[0].score == 1.0 and 0.5 < got[1].score < 1
+    assert got[0].doc_id == "corpus:b1"
+
+
+def test_a_document_left_out_is_out_of_the_statistics():
+    docs = [_doc("corpus:a", "cause_a", "store timeout rendezvous socket"),
+            _doc("corpus:b", "cause_b", "socket timeout gloo connect"),
+            _doc("corpus:c", "cause_c", "rendezvous socket socket socket closed")]
+    query = "rendezvous socket timeout"
+    with excluding({"corpus:c"}):
+        left_out = KnownFailures(docs).similar(query)
+    without = KnownFailures(docs[:2]).similar(query)
+    assert left_out == without and "cause_c" not in [m.cause for m in left_out]
+    # the index is rebuilt once the document is back
+    back = KnownFailures(docs)
+    with excluding({"corpus:c"}):
+        back.similar(query)
+    assert "cause_c" in [m.cause for m in back.similar(query)]
+
+
+def test_query_holds_the_failure_and_the_description():
+    log = "[rank1]: Traceback (most recent call last):\n[rank1]: " + RESET + "\n"
+    q = retrieval_query(log, context="two nodes, torchrun --nnodes 2")
+    assert "Connection reset by peer" in q and "torchrun --nnodes 2" in q
+    assert retrieval_query("", context="only words") == "only words"
+
+
+UNIQUE = ("Traceback (most recent call last):\n"
+          '  File "train.py", line 9, in <module>\n'
+          "RuntimeError: frobnicator quorum lost while flushing the zorbulator ring\n")
+
+
+def _case(root, case_id: str, cause: str, log: str) -> None:
+    (root / f"{case_id}.log").write_text(log)
+    (root / f"{case_id}.meta.yaml").write_text(yaml.safe_dump(
+        {"source": f"https://example.invalid/{case_id}", "cause": cause, "confidence": "confirmed",
+         "split": split_of(case_id)}))
+
+
+def _ids(split: str, fold: int | None, n: int, folds: int = 2, skip: tuple = ()) -> list[str]:
+    out, i = [], 0
+    while len(out) < n:
+        cid = f"cv-{i}"
+        if cid not in skip and split_of(cid) == split and (fold is None or retrieval_cv.fold_of(cid, folds) == fold):
+            out.append(cid)
+        i += 1
+    return out
+
+
+def test_cross_validation_leaves_each_fold_out(tmp_path, capsys):
+    # two cases with the same unheard-of failure in different folds find each other; a third with another
+    # unheard-of failure, alone in the corpus, finds nothing (its own log is never in its fold's index)
+    (twin0,), (twin1,) = _ids("train", 0, 1), _ids("train", 1, 1)
+    (alone,) = _ids("train", None, 1, skip=(twin0, twin1))
+    held = _ids("heldout", None, 2)
+    _case(tmp_path, twin0, "port_in_use", UNIQUE)
+    _case(tmp_path, twin1, "port_in_use", UNIQUE.replace("ring", "ring 7"))
+    _case(tmp_path, alone, "shm_too_small", UNIQUE.replace("frobnicator quorum", "quuxinator spindle"))
+    for cid in held:  # held-out cases are never read: not in the index, not in the figures
+        _case(tmp_path, cid, "shm_too_small", UNIQUE.replace("frobnicator quorum", "quuxinator spindle"))
+    try:
+        assert retrieval_cv.main(["--corpus", str(tmp_path), "--folds", "2", "--json"]) == 0
+    finally:
+        retrieval.use_corpus(None)
+    res = json.loads(capsys.readouterr().out)
+    assert res["retrieval"] == {"n": 3, "top1": 2, "top3": 2}
+    assert res["diagnosis"]["all"]["n"] == 3 and res["diagnosis"]["all"]["top1"] == 2
+
+
+def test_cross_validation_refuses_bad_input(tmp_path, capsys):
+    assert retrieval_cv.main(["--corpus", str(tmp_path / "nope")]) == 2
+    assert retrieval_cv.main(["--corpus", str(tmp_path), "--folds", "1"]) == 2
+    assert retrieval_cv.main(["--corpus", str(tmp_path)]) == 2  # no train case
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("retrieval_cv: --") for line in err)
