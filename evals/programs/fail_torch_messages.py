@@ -1,0 +1,53 @@
+"""Mistakes that make torch 2.13's distributed stack raise its own messages on a CPU machine (gloo).
+
+--variant premul_sum: an all_reduce with ReduceOp.PREMUL_SUM (what NCCL-only code uses) on gloo
+    -> "Cannot use ReduceOp.PREMUL_SUM with Gloo"                          (gloo_missing_feature)
+--variant store_host_died: launched without torchrun (env://), rank 0 hosts the TCPStore and dies; rank 1's
+    next store call -> "Failed to recv, got 0 bytes. Connection was likely closed."  (peer_died_first, an echo)
+--variant local_rank_env: `python train.py` with RANK/WORLD_SIZE but no launcher, asking for the node-local rank
+    -> "LOCAL_RANK is not in the environment."                             (single_process_launch)
+--variant mpi_backend: init_process_group("mpi") on a pip wheel
+    -> "Distributed package doesn't have MPI built in."                    (mpi_launcher_env)
+--variant fsdp_no_accelerator: FSDP of a CPU module without device_id on a machine without GPUs
+    -> "FSDP needs a non-CPU accelerator device"                           (nccl_without_cuda)
+--variant ok: does nothing wrong (for launcher flags that fail before the script runs).
+"""
+import argparse
+import os
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--variant", required=True, choices=["premul_sum", "store_host_died", "local_rank_env",
+                                                              "mpi_backend", "fsdp_no_accelerator", "ok"])
+    args = parser.parse_args()
+    timeout = timedelta(seconds=20)
+    if args.variant == "ok":
+        return
+    if args.variant == "mpi_backend":
+        dist.init_process_group("mpi", timeout=timeout)
+    dist.init_process_group("gloo", timeout=timeout)
+    rank = dist.get_rank()
+    if args.variant == "premul_sum":
+        dist.all_reduce(torch.ones(4), op=dist._make_nccl_premul_sum(1.0 / dist.get_world_size()))
+    elif args.variant == "store_host_died":
+        store = dist.distributed_c10d._get_default_store()
+        if rank == 0:
+            os._exit(1)  # the process that hosts the store is gone, as after a crash or an OOM kill
+        time.sleep(1)
+        store.get("step_done")
+    elif args.variant == "local_rank_env":
+        print("local rank", dist.get_node_local_rank(), flush=True)
+    elif args.variant == "fsdp_no_accelerator":
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        FSDP(torch.nn.Linear(4, 4))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
