@@ -10,6 +10,8 @@
     -> "Distributed package doesn't have MPI built in."                    (mpi_launcher_env)
 --variant fsdp_no_accelerator: FSDP of a CPU module without device_id on a machine without GPUs
     -> "FSDP needs a non-CPU accelerator device"                           (nccl_without_cuda)
+--variant uneven_join: DDP under the Join context manager, rank 0 with 1010 batches and rank 1 with 3: it finishes,
+    warning "Detected uneven input skew of greater than 1000"               (dataloader_uneven)
 --variant ok: does nothing wrong (for launcher flags that fail before the script runs).
 """
 import argparse
@@ -24,7 +26,8 @@ import torch.distributed as dist
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", required=True, choices=["premul_sum", "store_host_died", "local_rank_env",
-                                                              "mpi_backend", "fsdp_no_accelerator", "ok"])
+                                                              "mpi_backend", "fsdp_no_accelerator", "uneven_join",
+                                                              "ok"])
     args = parser.parse_args()
     timeout = timedelta(seconds=20)
     if args.variant == "ok":
@@ -46,6 +49,13 @@ def main() -> None:
     elif args.variant == "fsdp_no_accelerator":
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
         FSDP(torch.nn.Linear(4, 4))
+    elif args.variant == "uneven_join":
+        from torch.distributed.algorithms.join import Join
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(torch.nn.Linear(2, 2))
+        with Join([model]):  # the ranks that run out shadow the others' all-reduces
+            for _ in range(1010 if rank == 0 else 3):
+                model(torch.randn(1, 2)).sum().backward()
     dist.destroy_process_group()
 
 
