@@ -73,6 +73,10 @@ def _default_cmd(case: Case) -> list[str]:
     return torchrun_cmd(f"{PROGRAMS}/{case.program}", case.nproc, case.script_args, case.launcher_args)
 
 
+def command(case: Case) -> list[str]:
+    """The command line that runs a case (its own, or torchrun / python on its program)."""
+    return (case.cmd or _default_cmd)(case)
+
 def _shown(cmd: list[str], env: dict[str, str]) -> str:
     """The command as a person would type it: `python` for this interpreter, env assignments first."""
     words = ["python" if w == sys.executable else w.replace(sys.executable + " ", "python ") for w in cmd]
@@ -200,7 +204,7 @@ def _meta(case: Case, shown: str) -> dict:
 def produce(case: Case) -> tuple[bool, str]:
     """Run one case for real and write its log (+ per-rank folder) and meta. Returns (ok, message)."""
     env = {k: v for k, v in case.env.items() if k not in ("HELD_PORT", "CLOSED_PORT")}
-    cmd = (case.cmd or _default_cmd)(case)
+    cmd = command(case)
     logdir = None
     if case.per_rank_dir:
         logdir = Path(tempfile.mkdtemp(prefix="distdoctor-logs-"))
