@@ -12,6 +12,10 @@
     -> "FSDP needs a non-CPU accelerator device"                           (nccl_without_cuda)
 --variant uneven_join: DDP under the Join context manager, rank 0 with 1010 batches and rank 1 with 3: it finishes,
     warning "Detected uneven input skew of greater than 1000"               (dataloader_uneven)
+--variant allgather_sizes / reduce_scatter_sizes / all_to_all_sizes: rank 0 brings 4 elements and rank 1 brings 8
+    to buffers sized for 4 per rank; gloo checks the local sizes and rank 1 (or 0) fails with
+    "ProcessGroupGloo::allgather: invalid tensor size", "Check failed: outputShape[0] * worldSize == inputShape[0]"
+    or "in->size == out->size"                                               (collective_shape_mismatch)
 --variant ok: does nothing wrong (for launcher flags that fail before the script runs).
 """
 import argparse
@@ -27,7 +31,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", required=True, choices=["premul_sum", "store_host_died", "local_rank_env",
                                                               "mpi_backend", "fsdp_no_accelerator", "uneven_join",
-                                                              "ok"])
+                                                              "allgather_sizes", "reduce_scatter_sizes",
+                                                              "all_to_all_sizes", "ok"])
     args = parser.parse_args()
     timeout = timedelta(seconds=20)
     if args.variant == "ok":
@@ -56,6 +61,15 @@ def main() -> None:
         with Join([model]):  # the ranks that run out shadow the others' all-reduces
             for _ in range(1010 if rank == 0 else 3):
                 model(torch.randn(1, 2)).sum().backward()
+    elif args.variant.endswith("_sizes"):
+        mine = torch.ones(4 if rank == 0 else 8)  # e.g. per-rank predictions of different lengths
+        world = dist.get_world_size()
+        if args.variant == "allgather_sizes":
+            dist.all_gather_into_tensor(torch.zeros(4 * world), mine)
+        elif args.variant == "reduce_scatter_sizes":
+            dist.reduce_scatter_tensor(mine, torch.ones(4 * world))
+        else:
+            dist.all_to_all_single(torch.zeros(8), mine)
     dist.destroy_process_group()
 
 

@@ -564,6 +564,10 @@ CASES: list[Case] = [
          expect=['is not in "MIN:MAX" format'], script_args=["--variant", "ok"], cmd=_torchrun_static,
          launcher_args=["--nnodes=1:2:3"],
          notes="torchrun rejects its own --nnodes value before starting any rank."),
+    Case("gen_launcher_rdzv_endpoint_host", "launcher_args", "fail_torch_messages.py", None,
+         expect=["The hostname of the rendezvous endpoint"], script_args=["--variant", "ok"], cmd=_torchrun_static,
+         launcher_args=["--nnodes=1", "--rdzv-backend=c10d", "--rdzv-endpoint=bad_host!:29400"],
+         notes="a --rdzv-endpoint host name torchrun cannot parse; no rank is started."),
     Case("gen_virtual_local_rank_gpus", "local_rank_device", "fail_torch_messages.py", None,
          expect=["exceeds available GPUs in CUDA_VISIBLE_DEVICES"], script_args=["--variant", "ok"],
          launcher_args=["--virtual-local-rank"], env={"CUDA_VISIBLE_DEVICES": "0"},
@@ -573,6 +577,16 @@ CASES: list[Case] = [
          expect=["Detected uneven input skew"], script_args=["--variant", "uneven_join"], timeout=120,
          notes="DDP under Join, rank 0 with 1010 batches and rank 1 with 3: the job finishes and rank 1 warns "
                "of the skew; nothing fails."),
+    Case("gen_gloo_allgather_sizes", "collective_shape_mismatch", "fail_torch_messages.py", 1,
+         expect=["ProcessGroupGloo::allgather: invalid tensor size"], script_args=["--variant", "allgather_sizes"],
+         notes="all_gather_into_tensor into a buffer of 4 per rank; rank 1 brings 8 elements and gloo stops it "
+               "before sending; rank 0 then reads 'Connection closed by peer'."),
+    Case("gen_gloo_reduce_scatter_sizes", "collective_shape_mismatch", "fail_torch_messages.py", 1,
+         expect=["outputShape[0] * worldSize == inputShape[0]"], script_args=["--variant", "reduce_scatter_sizes"],
+         notes="reduce_scatter_tensor whose output on rank 1 is 8 elements for an input of 4 per rank."),
+    Case("gen_gloo_all_to_all_sizes", "collective_shape_mismatch", "fail_torch_messages.py", 0,
+         expect=["in->size == out->size"], script_args=["--variant", "all_to_all_sizes"],
+         notes="all_to_all_single with an input of 4 on rank 0 (8 on rank 1) into outputs of 8."),
 ]
 
 
