@@ -73,9 +73,13 @@ def _default_cmd(case: Case) -> list[str]:
     return torchrun_cmd(f"{PROGRAMS}/{case.program}", case.nproc, case.script_args, case.launcher_args)
 
 
+def command(case: Case) -> list[str]:
+    """The command line that runs a case (its own, or torchrun / python on its program)."""
+    return (case.cmd or _default_cmd)(case)
+
 def _shown(cmd: list[str], env: dict[str, str]) -> str:
     """The command as a person would type it: `python` for this interpreter, env assignments first."""
-    words = ["python" if w == sys.executable else w for w in cmd]
+    words = ["python" if w == sys.executable else w.replace(sys.executable + " ", "python ") for w in cmd]
     prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     return (prefix + " " if prefix else "") + shlex.join(words)
 
@@ -146,6 +150,21 @@ def _torchrun_node1_of_two(case: Case) -> list[str]:
     return ["bash", "-c", f"{node(0)} >/dev/null 2>&1 & {node(1)}; wait"]
 
 
+def _torchrun_gpu_count(case: Case) -> list[str]:
+    """torchrun --nproc_per_node=gpu: torchrun counts the GPUs itself."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=gpu",
+            *case.launcher_args, f"{PROGRAMS}/{case.program}", *case.script_args]
+
+
+def _two_plain_ranks(case: Case) -> list[str]:
+    """Ranks 0 and 1 started by hand with `python` (env:// rendezvous, rank 0 hosts the TCPStore), no launcher."""
+    port = str(_free_port())
+    def rank(r: int) -> str:
+        env = f"MASTER_ADDR=127.0.0.1 MASTER_PORT={port} RANK={r} WORLD_SIZE=2 LOCAL_RANK={r}"
+        return f"{env} {shlex.join([sys.executable, f'{PROGRAMS}/{case.program}', *case.script_args])}"
+    return ["bash", "-c", f"{rank(0)} & {rank(1)}; wait"]
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -185,7 +204,7 @@ def _meta(case: Case, shown: str) -> dict:
 def produce(case: Case) -> tuple[bool, str]:
     """Run one case for real and write its log (+ per-rank folder) and meta. Returns (ok, message)."""
     env = {k: v for k, v in case.env.items() if k not in ("HELD_PORT", "CLOSED_PORT")}
-    cmd = (case.cmd or _default_cmd)(case)
+    cmd = command(case)
     logdir = None
     if case.per_rank_dir:
         logdir = Path(tempfile.mkdtemp(prefix="distdoctor-logs-"))
@@ -519,6 +538,55 @@ CASES: list[Case] = [
          env={"CLOSED_PORT": "29598"},
          notes="the second node's torchrun points at a rendezvous endpoint where nothing listens; the "
                "agent gives up after join_timeout=10 s. No worker is started."),
+    # torch 2.13's own messages (evals/programs/fail_torch_messages.py, one --variant per message family)
+    Case("gen_gloo_premul_sum", "gloo_missing_feature", "fail_torch_messages.py", None,
+         expect=["Cannot use ReduceOp.PREMUL_SUM with Gloo"], script_args=["--variant", "premul_sum"],
+         notes="all_reduce with ReduceOp.PREMUL_SUM (NCCL's pre-scaled sum) on gloo; every rank fails the same way."),
+    Case("gen_store_host_died", "peer_died_first", "fail_torch_messages.py", None,
+         expect=["Failed to recv, got 0 bytes"], script_args=["--variant", "store_host_died"], cmd=_two_plain_ranks,
+         notes="two ranks started by hand (env://); rank 0 hosts the TCPStore and exits silently (os._exit(1)), "
+               "rank 1's next store.get reads 0 bytes. Only the echo shows; the log does not say which rank died."),
+    Case("gen_local_rank_no_launcher", "single_process_launch", "fail_torch_messages.py", 0,
+         expect=["LOCAL_RANK is not in the environment"], script_args=["--variant", "local_rank_env"],
+         plain_python=True, env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29571", "RANK": "0", "WORLD_SIZE": "1"},
+         notes="plain python with RANK/WORLD_SIZE set by hand; dist.get_node_local_rank() finds no LOCAL_RANK."),
+    Case("gen_mpi_backend_wheel", "mpi_launcher_env", "fail_torch_messages.py", None,
+         expect=["Distributed package doesn't have MPI built in"], script_args=["--variant", "mpi_backend"],
+         plain_python=True, env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29572", "RANK": "0", "WORLD_SIZE": "1"},
+         notes="init_process_group('mpi') on the pip wheel, which is built without MPI."),
+    Case("gen_fsdp_no_accelerator", "nccl_without_cuda", "fail_torch_messages.py", None,
+         expect=["FSDP needs a non-CPU accelerator device"], script_args=["--variant", "fsdp_no_accelerator"],
+         notes="FSDP(cpu_module) without device_id on a machine without GPUs; every rank fails in the constructor."),
+    Case("gen_nproc_gpu_no_cuda", "nccl_without_cuda", "fail_torch_messages.py", None,
+         expect=["Cuda is not available."], script_args=["--variant", "ok"], cmd=_torchrun_gpu_count,
+         notes="torchrun --nproc_per_node=gpu on a machine where torch sees no CUDA; no rank is started."),
+    Case("gen_launcher_nnodes_format", "launcher_args", "fail_torch_messages.py", None,
+         expect=['is not in "MIN:MAX" format'], script_args=["--variant", "ok"], cmd=_torchrun_static,
+         launcher_args=["--nnodes=1:2:3"],
+         notes="torchrun rejects its own --nnodes value before starting any rank."),
+    Case("gen_launcher_rdzv_endpoint_host", "launcher_args", "fail_torch_messages.py", None,
+         expect=["The hostname of the rendezvous endpoint"], script_args=["--variant", "ok"], cmd=_torchrun_static,
+         launcher_args=["--nnodes=1", "--rdzv-backend=c10d", "--rdzv-endpoint=bad_host!:29400"],
+         notes="a --rdzv-endpoint host name torchrun cannot parse; no rank is started."),
+    Case("gen_virtual_local_rank_gpus", "local_rank_device", "fail_torch_messages.py", None,
+         expect=["exceeds available GPUs in CUDA_VISIBLE_DEVICES"], script_args=["--variant", "ok"],
+         launcher_args=["--virtual-local-rank"], env={"CUDA_VISIBLE_DEVICES": "0"},
+         notes="torchrun --virtual-local-rank with 2 processes per node and one GPU in CUDA_VISIBLE_DEVICES; "
+               "the agent stops before starting rank 1."),
+    Case("gen_uneven_join_skew", "dataloader_uneven", "fail_torch_messages.py", None,
+         expect=["Detected uneven input skew"], script_args=["--variant", "uneven_join"], timeout=120,
+         notes="DDP under Join, rank 0 with 1010 batches and rank 1 with 3: the job finishes and rank 1 warns "
+               "of the skew; nothing fails."),
+    Case("gen_gloo_allgather_sizes", "collective_shape_mismatch", "fail_torch_messages.py", 1,
+         expect=["ProcessGroupGloo::allgather: invalid tensor size"], script_args=["--variant", "allgather_sizes"],
+         notes="all_gather_into_tensor into a buffer of 4 per rank; rank 1 brings 8 elements and gloo stops it "
+               "before sending; rank 0 then reads 'Connection closed by peer'."),
+    Case("gen_gloo_reduce_scatter_sizes", "collective_shape_mismatch", "fail_torch_messages.py", 1,
+         expect=["outputShape[0] * worldSize == inputShape[0]"], script_args=["--variant", "reduce_scatter_sizes"],
+         notes="reduce_scatter_tensor whose output on rank 1 is 8 elements for an input of 4 per rank."),
+    Case("gen_gloo_all_to_all_sizes", "collective_shape_mismatch", "fail_torch_messages.py", 0,
+         expect=["in->size == out->size"], script_args=["--variant", "all_to_all_sizes"],
+         notes="all_to_all_single with an input of 4 on rank 0 (8 on rank 1) into outputs of 8."),
 ]
 
 
