@@ -95,3 +95,14 @@ def test_rank_start_skew_needs_the_prework_lines() -> None:
     assert diagnose_text(text)["causes"][0]["id"] == "rank_start_skew"
     bare = "\n".join(ln for ln in text.splitlines() if not ln.startswith(PREWORK_MARKS))
     assert "rank_start_skew" not in [c["id"] for c in diagnose_text(bare)["causes"]]
+
+
+def test_rank_start_skew_not_after_many_collectives() -> None:
+    """A map progress bar early in a log whose NCCL watchdog fires at SeqNum=808 (collective_timeout's quote from
+    XPixelGroup/BasicSR#737): hundreds of collectives completed, so the ranks had met; no start skew."""
+    prework = PREWORK_LOG.read_text(encoding="utf-8").splitlines()[1]
+    watchdog = ("[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+                "timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, Timeout(ms)=600000) "
+                "ran for 600020 milliseconds before timing out.")
+    got = [c["id"] for c in diagnose_text(f"{prework}\n{watchdog}\n")["causes"]]
+    assert "rank_start_skew" not in got and got[0] == "collective_timeout", got
