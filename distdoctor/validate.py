@@ -296,6 +296,8 @@ class Validator:
                     for q in b.quotes:
                         if "when_ranks_differ" in sig and not ranks_differ(q.text.splitlines(), sig["when_ranks_differ"]):
                             continue  # the signature cannot count on this text: its condition does not hold there
+                        if "when" in sig and not any(re.search(sig["when"], ln) for ln in q.text.splitlines()):
+                            continue  # nor when its `when` condition is met nowhere in it
                         hit = next((ln for ln in q.text.splitlines() if rx.search(ln)), None)
                         if hit is not None:
                             self.add(a.file, a.line + 2,

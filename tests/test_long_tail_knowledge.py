@@ -67,3 +67,42 @@ def test_long_tail_entry_matches_real_torch_output(cause: str, tmp_path: Path) -
     assert quoted in res.output, res.output[-2000:]
     got = [c["id"] for c in diagnose_text(res.output)["causes"]]
     assert got and got[0] == cause, (got[:3], res.output[-1500:])
+
+
+PREWORK_PROGRAM = Path(__file__).resolve().parent.parent / "evals" / "programs" / "fail_rank0_prework.py"
+PREWORK_LOG = Path(__file__).resolve().parent / "data" / "logs" / "gen_prework_late_rank.log"
+PREWORK_MARKS = ("Running tokenizer on", "Map:")
+
+
+@pytest.mark.torchrun
+def test_rank_start_skew_names_the_late_rank() -> None:
+    """Rank 0 'tokenises' past the group timeout while ranks 1 and 2 wait in a barrier: the waiting ranks time out,
+    the diagnosis names rank_start_skew (not a plain timeout) and rank 0 as the rank they waited for."""
+    res = run_torchrun(PREWORK_PROGRAM, nproc=3, timeout=90)
+    assert not res.timed_out and res.returncode != 0, res.output[-2000:]
+    assert "Running tokenizer on train dataset" in res.output and "Timed out waiting 5000ms for" in res.output
+    got = diagnose_text(res.output)
+    assert [c["id"] for c in got["causes"]][0] == "rank_start_skew", (got["causes"][:3], res.output[-1500:])
+    assert got["first_failure"]["rank"] == 0 and got["first_failure"]["missing_ranks"] == [0], got["first_failure"]
+    kinds = {e["kind"] for e in got["causes"][0]["evidence"]}
+    assert {"first failure", "hint"} <= kinds  # the timeout and the late rank's pre-work line
+
+
+def test_rank_start_skew_needs_the_prework_lines() -> None:
+    """The same real log without the late rank's pre-work lines is a timeout with no known reason: the cause
+    is not claimed."""
+    text = PREWORK_LOG.read_text(encoding="utf-8")
+    assert diagnose_text(text)["causes"][0]["id"] == "rank_start_skew"
+    bare = "\n".join(ln for ln in text.splitlines() if not ln.startswith(PREWORK_MARKS))
+    assert "rank_start_skew" not in [c["id"] for c in diagnose_text(bare)["causes"]]
+
+
+def test_rank_start_skew_not_after_many_collectives() -> None:
+    """A map progress bar early in a log whose NCCL watchdog fires at SeqNum=808 (collective_timeout's quote from
+    XPixelGroup/BasicSR#737): hundreds of collectives completed, so the ranks had met; no start skew."""
+    prework = PREWORK_LOG.read_text(encoding="utf-8").splitlines()[1]
+    watchdog = ("[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+                "timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, Timeout(ms)=600000) "
+                "ran for 600020 milliseconds before timing out.")
+    got = [c["id"] for c in diagnose_text(f"{prework}\n{watchdog}\n")["causes"]]
+    assert "rank_start_skew" not in got and got[0] == "collective_timeout", got

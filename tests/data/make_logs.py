@@ -508,6 +508,15 @@ CASES: list[Case] = [
          expect=["failed to pass monitoredBarrier"],
          notes="rank 1 is busy (a sleep) and misses a monitored_barrier(timeout=3s); rank 0 names "
                "rank 1 but nothing says why it was late."),
+    Case("gen_prework_late_rank", "rank_start_skew", "fail_rank0_prework.py", 1,
+         expect=["Running tokenizer on train dataset", "Timed out waiting 5000ms for recv operation"],
+         notes="rank 0 alone 'tokenises' (prints a map progress line, then sleeps 20 s) while rank 1 waits in "
+               "dist.barrier() under init_process_group(timeout=5s); rank 1 times out, rank 0's last lines are "
+               "its pre-work."),
+    Case("gen_prework_three_ranks", "rank_start_skew", "fail_rank0_prework.py", 0,
+         expect=["Running tokenizer on train dataset", "Timed out waiting 5000ms for"], nproc=3,
+         notes="as gen_prework_late_rank on 3 ranks: ranks 1 and 2 time out in the barrier, rank 0 (still "
+               "'tokenising') reports nothing, so its peers name it."),
     Case("gen_makedirs_race", "download_race", "fail_makedirs_race.py", 1,
          expect=["FileExistsError"], script_args=["--out", "/tmp/distdoctor-makedirs-race"],
          setup=_fresh_dir, attempts=3,
