@@ -359,3 +359,45 @@ MM_NO_DEFAULT_PG = ("Traceback (most recent call last):\n"
 
 def test_no_default_group_under_mm_data_parallel_is_syncbn_without_a_description():
     assert _confident(MM_NO_DEFAULT_PG) == "syncbn_without_gpu_ddp"
+
+
+# Generic causes that yield to the specific one when the run names its launcher or its shape (sigs3). A fact of
+# the description meets `when` / `unless` as a log line does.
+
+# Produced here: python -c "import torch.distributed as dist; dist.init_process_group('gloo')" with RANK,
+# WORLD_SIZE, MASTER_ADDR, MASTER_PORT unset, torch 2.13.0+cpu; https://github.com/rwth-i6/i6_core/issues/444
+# quotes the same line from a job started by mpirun
+ENV_RANK_UNSET = ("ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable "
+                  "RANK expected, but not set\n")
+
+
+def test_env_rendezvous_without_rank_is_the_mpi_launcher_when_mpirun_started_it():
+    assert _confident(ENV_RANK_UNSET) == "single_process_launch"
+    assert _confident(ENV_RANK_UNSET, "python train.py on one GPU box") == "single_process_launch"
+    assert _confident(ENV_RANK_UNSET, "launched with mpirun -np 4 python train.py, DDP") == "mpi_launcher_env"
+
+
+# https://github.com/huggingface/accelerate/issues/2246 (node qgpu2018 of a Slurm job)
+DUPLICATE_GPU = ("qgpu2018:59522:59993 [0] init.cc:795 NCCL WARN Duplicate GPU detected : rank 6 and rank 4 both on "
+                 "CUDA device 31000\n")
+
+
+def test_two_ranks_on_one_gpu_in_a_slurm_job_is_the_slurm_mapping():
+    assert _confident(DUPLICATE_GPU) == "local_rank_device"
+    assert _confident(DUPLICATE_GPU, "torchrun --nproc_per_node=2 train.py") == "local_rank_device"
+    top = _top(DUPLICATE_GPU, "accelerate multi-node training on a Slurm cluster (2 GPUs per node)")
+    # the line is the signature's own evidence, though an inactive signature of the same cause also matches it
+    assert top["id"] == "slurm_launch" and top["level"] == "signature"
+
+
+# https://github.com/NVIDIA/nccl/issues/286 (two nodes)
+UNHANDLED_SYSTEM = ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:410, unhandled system "
+                    "error, NCCL version 2.4.8\n")
+
+
+def test_an_unhandled_system_error_across_nodes_is_not_read_as_shared_memory():
+    assert _top(UNHANDLED_SYSTEM)["id"] == "shm_too_small"
+    assert _top(UNHANDLED_SYSTEM, "docker container, one node, 8 GPUs")["id"] == "shm_too_small"
+    across = [c["id"] for c in diagnose_text(UNHANDLED_SYSTEM, context="two nodes, PyTorch with NCCL 2.4.8")["causes"]]
+    assert "shm_too_small" not in across[:2] and across[0] in ("nccl_socket_ifname", "rendezvous_unreachable")
+    assert _top(UNHANDLED_SYSTEM, "torchrun --nnodes=2 --nproc_per_node=8 train.py")["id"] != "shm_too_small"

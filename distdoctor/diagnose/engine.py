@@ -57,7 +57,10 @@ class _Tally:
             self.counts[k] += 1
         self.sigs[k] = sig
         ev = self.evidence[sig.cause]
-        if len(ev) < MAX_EVIDENCE and not any(e["file"] == ln.file and e["line"] == ln.line for e in ev):
+        # one line per signature: whether a signature counts (its `when` / `unless`) is known only at the end,
+        # so a line two signatures of one cause match is kept for each (deduplicated once that is known)
+        if len(ev) < MAX_EVIDENCE and not any(e["file"] == ln.file and e["line"] == ln.line and e.get("sig") == k
+                                              for e in ev):
             ev.append({"file": ln.file, "line": ln.line, "text": ln.text[:500], "rank": ln.rank,
                        "kind": sig.kind, "proves": sig.proves, "sig": k})
 
@@ -246,8 +249,9 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
 
     evidence_of: dict[str, list[dict]] = {}
     for cause in scores:
-        evidence_of[cause] = [{k: v for k, v in ev.items() if k != "sig"} for ev in tally.evidence.get(cause, [])
-                              if "sig" not in ev or tally.sigs[ev["sig"]].active(seen)]
+        evidence_of[cause] = _unique_lines([{k: v for k, v in ev.items() if k != "sig"}
+                                            for ev in tally.evidence.get(cause, [])
+                                            if "sig" not in ev or tally.sigs[ev["sig"]].active(seen)])
         evidence_of[cause] += tally.structural.get(cause, [])
     if calibrate.needs_more(evidence_of, scores, first):
         # no signature explains the first failure: compare the log's failures with known ones
@@ -317,6 +321,17 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                   "events": len(builder.events), "events_dropped": builder.dropped},
     }
     return result
+
+
+def _unique_lines(evidence: list[dict]) -> list[dict]:
+    """The evidence with each (file, line) once, the first kept."""
+    seen: set = set()
+    out = []
+    for ev in evidence:
+        if (ev["file"], ev["line"]) not in seen:
+            seen.add((ev["file"], ev["line"]))
+            out.append(ev)
+    return out
 
 
 def _plain(head: bytes) -> str:
