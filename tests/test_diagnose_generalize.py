@@ -401,3 +401,47 @@ def test_an_unhandled_system_error_across_nodes_is_not_read_as_shared_memory():
     across = [c["id"] for c in diagnose_text(UNHANDLED_SYSTEM, context="two nodes, PyTorch with NCCL 2.4.8")["causes"]]
     assert "shm_too_small" not in across[:2] and across[0] in ("nccl_socket_ifname", "rendezvous_unreachable")
     assert _top(UNHANDLED_SYSTEM, "torchrun --nnodes=2 --nproc_per_node=8 train.py")["id"] != "shm_too_small"
+
+
+# https://github.com/huawei-noah/Efficient-Computing/issues/90 (DDP on Windows, gloo); the message is raised by
+# torch.distributed.barrier in releases before 2.0 (distributed_c10d.py: device_ids on a group that is not NCCL)
+BARRIER_DEVICE_IDS = ("RuntimeError: Function argument device_ids not supported for the selected backend gloo\n"
+                      "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 "
+                      "(pid: 23812) of binary: E:\\Conda\\envs\\GoldYolo\\python.exe\n")
+
+
+def test_barrier_device_ids_on_gloo_is_a_missing_gloo_feature():
+    assert _confident(BARRIER_DEVICE_IDS) == "gloo_missing_feature"
+
+
+# https://github.com/pytorch/pytorch/issues/88000: the output of a job that hangs (rank 0 alone in a broadcast);
+# ProcessGroupNCCL's set-up dump is all it printed before the hang
+NCCL_OPTIONS_ONLY = (
+    "$ python -m torch.distributed.run --nproc_per_node=2 test_nccl_timeout.py\n"
+    "WARNING: Logging before InitGoogleLogging() is written to STDERR\n"
+    "I1028 12:13:38.405081 632355 ProcessGroupNCCL.cpp:843] [Rank 0] NCCL watchdog thread started!\n"
+    "I1028 12:13:38.405865 632324 ProcessGroupNCCL.cpp:666] [Rank 0] ProcessGroupNCCL initialized with following "
+    "options:\n"
+    "NCCL_ASYNC_ERROR_HANDLING: 1\n"
+    "NCCL_DESYNC_DEBUG: 0\n"
+    "NCCL_BLOCKING_WAIT: 0\n"
+    "TIMEOUT(ms): 5000\n"
+    "USE_HIGH_PRIORITY_STREAM: 0\n")
+
+
+def test_a_set_up_dump_is_neither_a_failure_nor_an_account_of_one():
+    r = diagnose_text(NCCL_OPTIONS_ONLY)
+    # NCCL_ASYNC_ERROR_HANDLING is an option's name, not an error; the banner's "watchdog" and "TIMEOUT" are no
+    # one's words about a timeout
+    assert r["first_failure"] is None
+    assert "collective_timeout" not in [c["id"] for c in r["causes"] if c["level"] == "words"]
+    described = ("python -m torch.distributed.run --nproc_per_node=2, init_process_group('nccl', timeout=5 s), "
+                 "dist.broadcast called under if dist.get_rank() == 0")
+    assert _top(NCCL_OPTIONS_ONLY, described)["id"] == "rank_conditional_collective"
+
+
+def test_a_timeout_argument_is_a_setting_not_a_symptom():
+    words = "init_process_group('gloo', timeout=timedelta(seconds=30)) then training"
+    assert "collective_timeout" not in [c["id"] for c in diagnose_text("", context=words)["causes"]]
+    assert diagnose_text("", context="the all_reduce times out after 30 minutes")["causes"][0]["id"] \
+        == "collective_timeout"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import zlib
 from collections import defaultdict
 
@@ -22,6 +23,9 @@ ECHO_BONUS = 8.0
 KEYWORD_WEIGHT = 2.0       # a keyword of the person's words; half that when the first failure has a cause of its own
 PROSE_WEIGHT = 1.0       # a keyword in a short log that holds no error line (someone's account, not the job's output)
 PROSE_LINES = 20
+# a line the job printed about its own set-up (a glog INFO / WARNING record, an option of ProcessGroupNCCL's dump):
+# its words are banners and settings ("NCCL watchdog thread started!", "TIMEOUT(ms): 5000"), not an account
+JOB_RECORD = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|^[A-Z][A-Z0-9_]*(?:\(\w+\))?: \S+$")
 THIN_SCORE = 4.0
 VERSION_WEIGHT = 5.0     # a driver older than the build's CUDA, read from version lines
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
@@ -242,7 +246,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     if stats.lines <= PROSE_LINES and not tally.counts and not any(e.is_error for e in builder.events):
         # a few lines without a single error line are someone's account of the failure (a long quiet log is a
         # job's own output, whose banners and settings say nothing of a cause): its words count as words
-        prose = _plain(tally.head)
+        prose = "\n".join(ln for ln in _plain(tally.head).splitlines() if not JOB_RECORD.match(ln.strip()))
         for cause, kw, words in matcher.match_keywords(prose):
             scores[cause] += PROSE_WEIGHT
             prose_hits.append({"cause": cause, "keyword": kw, "words": words, "text": prose[:500]})
