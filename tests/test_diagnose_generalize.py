@@ -5,6 +5,7 @@ barrier, a store call), which side of a connection closed, and short accounts wi
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from distdoctor.diagnose import diagnose_text
 from distdoctor.diagnose.retrieval import retrieval_tokens
@@ -445,3 +446,28 @@ def test_a_timeout_argument_is_a_setting_not_a_symptom():
     assert "collective_timeout" not in [c["id"] for c in diagnose_text("", context=words)["causes"]]
     assert diagnose_text("", context="the all_reduce times out after 30 minutes")["causes"][0]["id"] \
         == "collective_timeout"
+
+
+# https://github.com/deepspeedai/Megatron-DeepSpeed/pull/247: the pull request's own words
+INIT_EXTERNALLY = ("If calling init_process_group of torch.distributed externally and using Megatron-Deepspeed as a "
+                   "package, Checking whether it has been initialized is required.\n")
+
+
+def test_a_program_that_initialises_the_group_itself_before_a_framework_does_is_init_twice():
+    assert diagnose_text(INIT_EXTERNALLY)["causes"][0]["id"] == "process_group_init_twice"
+    words = "torch.distributed.launch on two nodes, the script calling init_process_group itself"
+    assert diagnose_text("", context=words)["causes"][0]["id"] == "process_group_init_twice"
+
+
+# https://github.com/NVIDIA/DeepLearningExamples/issues/1092 (Tacotron2 on several nodes)
+CHECKPOINT_EXISTS = ('File "train.py", line 229, in save_checkpoint\n'
+                     '    print("Updating symlink", symlink_dst, "to point to", symlink_src)\n'
+                     "FileExistsError: [Errno 17] File exists: 'checkpoint_Tacotron2_0.pt' -> "
+                     "'output/checkpoint_Tacotron2_last.pt'\n")
+
+
+def test_two_ranks_creating_one_checkpoint_is_every_rank_saving_not_a_download_race():
+    assert _confident(CHECKPOINT_EXISTS) == "checkpoint_all_ranks"
+    # two ranks creating one cache directory stays the race (produced here: tests/data/logs/gen_makedirs_race.log)
+    race = (Path(__file__).parent / "data" / "logs" / "gen_makedirs_race.log").read_text()
+    assert _confident(race) == "download_race"
