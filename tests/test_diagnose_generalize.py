@@ -471,3 +471,26 @@ def test_two_ranks_creating_one_checkpoint_is_every_rank_saving_not_a_download_r
     # two ranks creating one cache directory stays the race (produced here: tests/data/logs/gen_makedirs_race.log)
     race = (Path(__file__).parent / "data" / "logs" / "gen_makedirs_race.log").read_text()
     assert _confident(race) == "download_race"
+
+
+# https://github.com/xljh0520/JOTR/issues/4 (TORCH_DISTRIBUTED_DEBUG=DETAIL, an older release: each rank prints its
+# own fingerprint; the lines are wrapped as the reporter pasted them)
+OWN_REPORTS = [
+    "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running inconsistent collective: "
+    "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape\n=[41, 256, 8, 8, 8], TensorDtypes=Float, "
+    "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout=Strided (default), requires_grad=false (\n"
+    "default), pinned_memory=false (default), memory_format=(nullopt))\n",
+    "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running inconsistent collective: "
+    "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape\n=[40, 256, 8, 8, 8], TensorDtypes=Float, "
+    "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout=Strided (default), requires_grad=false (\n"
+    "default), pinned_memory=false (default), memory_format=(nullopt))\n"]
+
+
+def test_ranks_reporting_the_same_collective_each_on_its_own_line_is_a_shape_mismatch():
+    top = _top("".join(OWN_REPORTS))
+    assert top["id"] == "collective_shape_mismatch" and top["level"] in ("signature", "structural")
+    assert "both ran ALLGATHER" in top["evidence"][0]["proves"]
+    ids = [c["id"] for c in diagnose_text("".join(OWN_REPORTS))["causes"]]
+    assert "rank_conditional_collective" not in ids
+    # one rank's report alone does not say what the other ran
+    assert _top(OWN_REPORTS[0])["id"] == "rank_conditional_collective"

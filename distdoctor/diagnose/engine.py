@@ -51,6 +51,8 @@ class _Tally:
         self.versions = versions.VersionFacts()  # driver and build CUDA versions the log states
         self.gpus = gpu_processes.GpuProcesses()  # nvidia-smi's process rows
         self.nccl = NcclRanks()  # NCCL processes' ranks, from their communicator lines
+        self.own_ops: dict[int, str] = {}  # rank -> operation of its own mismatch report (older releases)
+        self.own_op_line: dict | None = None  # the first such report
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
@@ -98,6 +100,11 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 hits = matcher.match_line(text)
                 if structure.MISMATCH in text:
                     hits = _read_mismatch(text, src.name, line_no, rank, hits, tally, matcher)
+                    own = structure.own_fingerprint(text)
+                    if own is not None and len(tally.own_ops) < RankValues.MAX_RANKS:
+                        tally.own_ops.setdefault(*own)
+                        tally.own_op_line = tally.own_op_line or {"file": src.name, "line": line_no,
+                                                                  "text": text[:500], "rank": own[0]}
                 where = {"file": src.name, "line": line_no, "rank": rank}
                 tally.versions.read(text, where)
                 tally.gpus.read(text, where)
@@ -122,16 +129,39 @@ def _read_mismatch(text: str, file: str, line_no: int, rank: int | None, hits: l
     mm = structure.collective_mismatch(text)
     if mm is None or not mm.same_op:
         return hits
+    _add_size_evidence(mm, {"file": file, "line": line_no, "text": text[:500], "rank": rank}, tally, matcher)
+    return [h for h in hits if h.cause != structure.MISMATCH_CAUSE]
+
+
+def _add_size_evidence(mm: structure.Mismatch, where: dict, tally: _Tally, matcher: Matcher) -> None:
+    """A same-operation mismatch is structural evidence of the causes that make the ranks' sizes differ."""
     weight = 3.0
     for cause in structure.MISMATCH_SIZE_CAUSES:
         if cause in matcher.entries:
             if not tally.structural[cause]:
                 tally.structural_scores[cause] += weight
             if len(tally.structural[cause]) < MAX_EVIDENCE:
-                tally.structural[cause].append({"file": file, "line": line_no, "text": text[:500], "rank": rank,
-                                                "kind": "structural", "proves": mm.proves()})
+                tally.structural[cause].append({**where, "kind": "structural", "proves": mm.proves()})
             weight /= 2
-    return [h for h in hits if h.cause != structure.MISMATCH_CAUSE]
+
+
+def _read_own_reports(tally: _Tally, builder: EventBuilder, matcher: Matcher) -> None:
+    """Older releases' one-rank mismatch reports: where two or more ranks name the same operation, the reading
+    "a collective some ranks skipped" is dropped (its hits, counts and evidence) for the size causes."""
+    mm = structure.same_op_reports(tally.own_ops)
+    if mm is None or tally.own_op_line is None:
+        return
+
+    def skipped_reading(sig: CompiledSignature) -> bool:
+        return sig.cause == structure.MISMATCH_CAUSE and bool(sig.regex.search(tally.own_op_line["text"]))
+
+    builder.keep_hits(lambda h: not skipped_reading(h))
+    for k in [k for k in tally.sigs if skipped_reading(tally.sigs[k])]:
+        tally.counts.pop(k, None)
+        tally.agent_echoes.pop(k, None)
+        ev = tally.evidence.get(k[0], [])
+        ev[:] = [e for e in ev if e.get("sig") != k]
+    _add_size_evidence(mm, tally.own_op_line, tally, matcher)
 
 
 def _add_rank_value_evidence(tally: _Tally, matcher: Matcher, differing: dict) -> None:
@@ -185,6 +215,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         if progress is not None:
             progress(files, stats)
 
+    _read_own_reports(tally, builder, matcher)
     differing = tally.rank_values.differing()
     tally.conditions.update(differs_key(c) for c in differing)
     if context and matcher.conditions:
