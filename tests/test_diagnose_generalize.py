@@ -494,3 +494,30 @@ def test_ranks_reporting_the_same_collective_each_on_its_own_line_is_a_shape_mis
     assert "rank_conditional_collective" not in ids
     # one rank's report alone does not say what the other ran
     assert _top(OWN_REPORTS[0])["id"] == "rank_conditional_collective"
+
+
+# https://github.com/RVC-Project/Retrieval-based-Voice-Conversion-WebUI/issues/724 (Windows, a blank host name);
+# torch 2.13's libtorch_cpu.so holds the same check as "GlooDeviceFactory::makeTCPDevice(): ..." (strings)
+GLOO_NO_HOSTNAME = "RuntimeError: GlooDeviceFactory::makeUVDevice(): interface or hostname can't be empty\n"
+
+
+def test_gloo_without_an_interface_or_host_name_is_the_gloo_interface():
+    assert _confident(GLOO_NO_HOSTNAME) == "gloo_socket_ifname"
+    assert _confident(GLOO_NO_HOSTNAME.replace("makeUVDevice", "makeTCPDevice")) == "gloo_socket_ifname"
+
+
+# https://github.com/horovod/horovod/issues/147 (an older NCCL: no peer address in the completion error)
+IB_COMPLETION_OLD = "transport/net_ib.cu:781 WARN NET/IB : Got completion with error 12, opcode 1, len0, vendor err 129\n"
+# https://github.com/horovod/horovod/issues/367 (the issue's title: Horovod's stall warning)
+HOROVOD_STALL = ("WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks "
+                 "and are waiting for remainder of ranks for more than 60 seconds\n")
+
+
+def test_horovod_named_as_the_library_is_not_a_launcher_without_its_environment():
+    assert _confident(IB_COMPLETION_OLD, "Horovod with NCCL across machines with InfiniBand") == "fabric_fault"
+    assert _confident(HOROVOD_STALL, "Horovod, restoring a checkpoint under an is_chief condition") \
+        == "rank_conditional_collective"
+    # the launcher named as the launcher still counts
+    words = [c["id"] for c in diagnose_text("", context="DeepFM training launched through Horovod")["causes"]]
+    assert "mpi_launcher_env" in words[:3]
+    assert diagnose_text("", context="horovodrun -np 2 python3 test.py")["causes"][0]["id"] == "mpi_launcher_env"
