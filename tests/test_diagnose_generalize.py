@@ -521,3 +521,17 @@ def test_horovod_named_as_the_library_is_not_a_launcher_without_its_environment(
     words = [c["id"] for c in diagnose_text("", context="DeepFM training launched through Horovod")["causes"]]
     assert "mpi_launcher_env" in words[:3]
     assert diagnose_text("", context="horovodrun -np 2 python3 test.py")["causes"][0]["id"] == "mpi_launcher_env"
+
+
+# Produced here: torch.save({"w": torch.ones(3)}, "ck.pt"), the archive rewritten without its data/ records (what a
+# reader finds when another rank's write replaced or cut the file), then torch.load("ck_cut.pt"), torch 2.13.0+cpu
+ARCHIVE_RECORD_MISSING = ("RuntimeError: PytorchStreamReader failed locating file data/0: file not found. This is an "
+                          "internal miniz error. If you are seeing this error, there is a high likelihood that your "
+                          "checkpoint file is corrupted.\n")
+# https://github.com/kakaobrain/scrl/issues/5 (the older release's wording; every rank saved checkpoint_best.pth)
+ARCHIVE_RECORD_MISSING_OLD = "[enforce fail at inline_container.cc:209]. file not found: archive/data/3259494704\n"
+
+
+def test_a_checkpoint_archive_missing_a_record_is_a_checkpoint_written_over():
+    assert _confident(ARCHIVE_RECORD_MISSING) == "checkpoint_all_ranks"
+    assert _confident(ARCHIVE_RECORD_MISSING_OLD) == "checkpoint_all_ranks"
