@@ -535,3 +535,31 @@ ARCHIVE_RECORD_MISSING_OLD = "[enforce fail at inline_container.cc:209]. file no
 def test_a_checkpoint_archive_missing_a_record_is_a_checkpoint_written_over():
     assert _confident(ARCHIVE_RECORD_MISSING) == "checkpoint_all_ranks"
     assert _confident(ARCHIVE_RECORD_MISSING_OLD) == "checkpoint_all_ranks"
+
+
+# https://github.com/stas00/ml-engineering/issues/1 (3x RTX A6000, training hangs): CUDA's p2pBandwidthLatencyTest
+P2P_SLOWER = ("Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)\n"
+              "   D\\D     0      1      2 \n"
+              "     0 673.20  13.15  13.15 \n"
+              "     1  12.99 673.20  22.20 \n"
+              "     2  13.00  21.98 673.78 \n"
+              "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)\n"
+              "   D\\D     0      1      2 \n"
+              "     0 673.49   2.60   1.58 \n"
+              "     1   2.12 672.33   1.70 \n"
+              "     2   2.12   1.60 673.78 \n")
+# https://github.com/NVIDIA/nccl/issues/1264 (HGX H100, NVLink: P2P ten times the staged copy), the first rows
+P2P_FASTER = ("Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)\n"
+              "   D\\D     0      1      2      3      4      5      6      7 \n"
+              "     0 2474.76  37.19  37.20  36.91  37.06  37.16  37.28  37.24 \n"
+              "     1  36.36 2512.44  37.35  36.32  36.95  37.12  36.74  36.30 \n"
+              "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)\n"
+              "   D\\D     0      1      2      3      4      5      6      7 \n"
+              "     0 2494.76 371.02 376.65 376.60 376.82 375.59 375.94\n")
+
+
+def test_p2p_slower_than_staged_copies_is_broken_p2p_whatever_the_words():
+    top = _top(P2P_SLOWER, "parallel training on one machine with 3x RTX A6000 hangs")
+    assert top["id"] == "nccl_p2p_broken" and top["level"] == "structural"
+    assert "2.6 GB/s with P2P enabled and 13.15 GB/s" in top["evidence"][0]["proves"]
+    assert "nccl_p2p_broken" not in [c["id"] for c in diagnose_text(P2P_FASTER)["causes"] if c["level"] == "structural"]

@@ -7,7 +7,7 @@ import re
 import zlib
 from collections import defaultdict
 
-from distdoctor.diagnose import calibrate, gpu_processes, preconditions, structure, versions
+from distdoctor.diagnose import calibrate, gpu_processes, p2p_matrix, preconditions, structure, versions
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
@@ -256,6 +256,12 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             if cause in matcher.entries:
                 tally.structural[cause] += [{**r, "kind": "structural", "proves": proves} for r in rows[:MAX_EVIDENCE]]
                 tally.structural_scores[cause] += weight
+    p2p = p2p_matrix.broken_p2p(_plain(tally.head)) if b"P2P=Enabled" in tally.head else None
+    if p2p is not None and p2p_matrix.CAUSE in matcher.entries:
+        proves, header = p2p
+        tally.structural[p2p_matrix.CAUSE].append({"file": "<log>", "line": None, "text": header, "rank": None,
+                                                   "kind": "structural", "proves": proves})
+        tally.structural_scores[p2p_matrix.CAUSE] += p2p_matrix.WEIGHT
     for cause, sc in tally.structural_scores.items():
         scores[cause] += sc
     context_hits: list[dict] = []
