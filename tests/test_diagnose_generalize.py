@@ -563,3 +563,21 @@ def test_p2p_slower_than_staged_copies_is_broken_p2p_whatever_the_words():
     assert top["id"] == "nccl_p2p_broken" and top["level"] == "structural"
     assert "2.6 GB/s with P2P enabled and 13.15 GB/s" in top["evidence"][0]["proves"]
     assert "nccl_p2p_broken" not in [c["id"] for c in diagnose_text(P2P_FASTER)["causes"] if c["level"] == "structural"]
+
+
+# https://github.com/meta-pytorch/torchrec/issues/1014 (the description)
+UNEVEN_WORDS = ("However it will hangs till NCCL timeout if number of batches are different during **validation** "
+                "stage.\n")
+# https://github.com/bytedance/ibot/issues/15 (the description)
+EVERY_GPU_SAVES = ("in ddp training, every processor(GPU) would save an checkpoint model in disk, this behaviou may "
+                   "cause duplicate writing problem and saved checkpoint can not be load by `torch.load` successfully\n")
+
+
+def test_words_naming_a_cause_outweigh_words_naming_only_the_hang():
+    from distdoctor.diagnose.engine import _weigh_keywords
+    hits = [("collective_timeout", "hang", "hangs"), ("dataloader_uneven", "batches", "number of batches are different")]
+    assert [w for *_, w in _weigh_keywords(hits, 2.0)] == [1.0, 2.0]
+    assert [w for *_, w in _weigh_keywords(hits[:1], 2.0)] == [2.0]  # the symptom alone keeps its weight
+    causes = diagnose_text(UNEVEN_WORDS)["causes"]
+    assert causes[0]["id"] == "dataloader_uneven"
+    assert diagnose_text(EVERY_GPU_SAVES)["causes"][0]["id"] == "checkpoint_all_ranks"

@@ -27,6 +27,7 @@ PROSE_LINES = 20
 # its words are banners and settings ("NCCL watchdog thread started!", "TIMEOUT(ms): 5000"), not an account
 JOB_RECORD = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|^[A-Z][A-Z0-9_]*(?:\(\w+\))?: \S+$")
 THIN_SCORE = 4.0
+SYMPTOM_CAUSES = ("collective_timeout", "peer_died_first")  # their keywords describe what any cause looks like
 VERSION_WEIGHT = 5.0     # a driver older than the build's CUDA, read from version lines
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
 SIMILAR_WEIGHT = 1.5     # the best BM25 neighbour's cause
@@ -267,8 +268,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     context_hits: list[dict] = []
     if context:
         kw_weight = KEYWORD_WEIGHT / 2 if first is not None and explained else KEYWORD_WEIGHT
-        for cause, kw, words in matcher.match_keywords(context):
-            scores[cause] += kw_weight
+        for cause, kw, words, weight in _weigh_keywords(matcher.match_keywords(context), kw_weight):
+            scores[cause] += weight
             context_hits.append({"cause": cause, "keyword": kw, "words": words})
         for i, line in enumerate(context.splitlines(), 1):
             for h in (h for h in matcher.match_line(line) if h.active(seen)):
@@ -284,8 +285,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         # a few lines without a single error line are someone's account of the failure (a long quiet log is a
         # job's own output, whose banners and settings say nothing of a cause): its words count as words
         prose = "\n".join(ln for ln in _plain(tally.head).splitlines() if not JOB_RECORD.match(ln.strip()))
-        for cause, kw, words in matcher.match_keywords(prose):
-            scores[cause] += PROSE_WEIGHT
+        for cause, kw, words, weight in _weigh_keywords(matcher.match_keywords(prose), PROSE_WEIGHT):
+            scores[cause] += weight
             prose_hits.append({"cause": cause, "keyword": kw, "words": words, "text": prose[:500]})
 
     evidence_of: dict[str, list[dict]] = {}
@@ -373,6 +374,14 @@ def _unique_lines(evidence: list[dict]) -> list[dict]:
             seen.add((ev["file"], ev["line"]))
             out.append(ev)
     return out
+
+
+def _weigh_keywords(hits: list[tuple[str, str, str]], weight: float) -> list[tuple[str, str, str, float]]:
+    """Each keyword hit with its weight: words that only name the symptom (a hang, a timeout, a dead peer) count
+    half when the same text also names a specific cause, whose account of the symptom they are."""
+    specific = any(cause not in SYMPTOM_CAUSES for cause, _, _ in hits)
+    return [(cause, kw, words, weight / 2 if specific and cause in SYMPTOM_CAUSES else weight)
+            for cause, kw, words in hits]
 
 
 def _plain(head: bytes) -> str:
