@@ -268,8 +268,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     context_hits: list[dict] = []
     if context:
         kw_weight = KEYWORD_WEIGHT / 2 if first is not None and explained else KEYWORD_WEIGHT
-        for cause, kw, words, weight in _weigh_keywords(matcher.match_keywords(context), kw_weight):
-            scores[cause] += weight
+        for cause, kw, words in matcher.match_keywords(context):
+            scores[cause] += kw_weight
             context_hits.append({"cause": cause, "keyword": kw, "words": words})
         for i, line in enumerate(context.splitlines(), 1):
             for h in (h for h in matcher.match_line(line) if h.active(seen)):
@@ -377,8 +377,9 @@ def _unique_lines(evidence: list[dict]) -> list[dict]:
 
 
 def _weigh_keywords(hits: list[tuple[str, str, str]], weight: float) -> list[tuple[str, str, str, float]]:
-    """Each keyword hit with its weight: words that only name the symptom (a hang, a timeout, a dead peer) count
-    half when the same text also names a specific cause, whose account of the symptom they are."""
+    """Each keyword hit of a log that is someone's account with its weight: words that only name the symptom (a
+    hang, a timeout, a dead peer) count half when the same account also names a specific cause. (A --context line
+    saying what the user was debugging keeps both: it names the symptom to explain, not a cause.)"""
     specific = any(cause not in SYMPTOM_CAUSES for cause, _, _ in hits)
     return [(cause, kw, words, weight / 2 if specific and cause in SYMPTOM_CAUSES else weight)
             for cause, kw, words in hits]
