@@ -581,3 +581,24 @@ def test_words_naming_a_cause_outweigh_words_naming_only_the_hang():
     causes = diagnose_text(UNEVEN_WORDS)["causes"]
     assert causes[0]["id"] == "dataloader_uneven"
     assert diagnose_text(EVERY_GPU_SAVES)["causes"][0]["id"] == "checkpoint_all_ranks"
+
+
+# https://github.com/deepspeedai/DeepSpeed/issues/7599 (the description)
+GROWN_WORLD = ("When the world size expands from 2 to 4, then convert to universal checkpoint, and load from universal "
+               "checkpoint.\n")
+# https://github.com/AMD-AGI/Primus/issues/1063 (the description)
+IP_AS_IFNAME = ("get_ip_interface.sh needs iproute2. Where it is missing the fallback put an IP address into "
+                "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, which take an interface name, and every rank died in Gloo with "
+                "\"Unable to find address for: <ip>\".\n")
+# https://github.com/pytorch/pytorch/issues/138322 (the description)
+OTHERS_HANG = ("When I ran the following program on a machine with 4 GPUs, the process with the rank of 3 will exit as "
+               "it does nothing operation, and the other processes will hang on the barrier call.\n")
+
+
+def test_accounts_in_the_words_people_use():
+    assert diagnose_text(GROWN_WORLD)["causes"][0]["id"] == "resume_world_size_change"
+    # gloo's own words quoted in the account; "interface" alone names no cause
+    ids = [c["id"] for c in diagnose_text(IP_AS_IFNAME, context="setting the socket interface variables")["causes"]]
+    assert ids[0] == "gloo_socket_ifname"
+    scores = {c["id"]: c["score"] for c in diagnose_text(OTHERS_HANG)["causes"]}
+    assert scores["rank_conditional_collective"] > scores.get("collective_timeout", 0)
