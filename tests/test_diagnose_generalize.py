@@ -5,6 +5,7 @@ barrier, a store call), which side of a connection closed, and short accounts wi
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from distdoctor.diagnose import diagnose_text
 from distdoctor.diagnose.retrieval import retrieval_tokens
@@ -359,3 +360,245 @@ MM_NO_DEFAULT_PG = ("Traceback (most recent call last):\n"
 
 def test_no_default_group_under_mm_data_parallel_is_syncbn_without_a_description():
     assert _confident(MM_NO_DEFAULT_PG) == "syncbn_without_gpu_ddp"
+
+
+# Generic causes that yield to the specific one when the run names its launcher or its shape (sigs3). A fact of
+# the description meets `when` / `unless` as a log line does.
+
+# Produced here: python -c "import torch.distributed as dist; dist.init_process_group('gloo')" with RANK,
+# WORLD_SIZE, MASTER_ADDR, MASTER_PORT unset, torch 2.13.0+cpu; https://github.com/rwth-i6/i6_core/issues/444
+# quotes the same line from a job started by mpirun
+ENV_RANK_UNSET = ("ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable "
+                  "RANK expected, but not set\n")
+
+
+def test_env_rendezvous_without_rank_is_the_mpi_launcher_when_mpirun_started_it():
+    assert _confident(ENV_RANK_UNSET) == "single_process_launch"
+    assert _confident(ENV_RANK_UNSET, "python train.py on one GPU box") == "single_process_launch"
+    assert _confident(ENV_RANK_UNSET, "launched with mpirun -np 4 python train.py, DDP") == "mpi_launcher_env"
+
+
+# https://github.com/huggingface/accelerate/issues/2246 (node qgpu2018 of a Slurm job)
+DUPLICATE_GPU = ("qgpu2018:59522:59993 [0] init.cc:795 NCCL WARN Duplicate GPU detected : rank 6 and rank 4 both on "
+                 "CUDA device 31000\n")
+
+
+def test_two_ranks_on_one_gpu_in_a_slurm_job_is_the_slurm_mapping():
+    assert _confident(DUPLICATE_GPU) == "local_rank_device"
+    assert _confident(DUPLICATE_GPU, "torchrun --nproc_per_node=2 train.py") == "local_rank_device"
+    top = _top(DUPLICATE_GPU, "accelerate multi-node training on a Slurm cluster (2 GPUs per node)")
+    # the line is the signature's own evidence, though an inactive signature of the same cause also matches it
+    assert top["id"] == "slurm_launch" and top["level"] == "signature"
+
+
+# https://github.com/NVIDIA/nccl/issues/286 (two nodes)
+UNHANDLED_SYSTEM = ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:410, unhandled system "
+                    "error, NCCL version 2.4.8\n")
+
+
+def test_an_unhandled_system_error_across_nodes_is_not_read_as_shared_memory():
+    assert _top(UNHANDLED_SYSTEM)["id"] == "shm_too_small"
+    assert _top(UNHANDLED_SYSTEM, "docker container, one node, 8 GPUs")["id"] == "shm_too_small"
+    across = [c["id"] for c in diagnose_text(UNHANDLED_SYSTEM, context="two nodes, PyTorch with NCCL 2.4.8")["causes"]]
+    assert "shm_too_small" not in across[:2] and across[0] in ("nccl_socket_ifname", "rendezvous_unreachable")
+    assert _top(UNHANDLED_SYSTEM, "torchrun --nnodes=2 --nproc_per_node=8 train.py")["id"] != "shm_too_small"
+
+
+# https://github.com/huawei-noah/Efficient-Computing/issues/90 (DDP on Windows, gloo); the message is raised by
+# torch.distributed.barrier in releases before 2.0 (distributed_c10d.py: device_ids on a group that is not NCCL)
+BARRIER_DEVICE_IDS = ("RuntimeError: Function argument device_ids not supported for the selected backend gloo\n"
+                      "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 "
+                      "(pid: 23812) of binary: E:\\Conda\\envs\\GoldYolo\\python.exe\n")
+
+
+def test_barrier_device_ids_on_gloo_is_a_missing_gloo_feature():
+    assert _confident(BARRIER_DEVICE_IDS) == "gloo_missing_feature"
+
+
+# https://github.com/pytorch/pytorch/issues/88000: the output of a job that hangs (rank 0 alone in a broadcast);
+# ProcessGroupNCCL's set-up dump is all it printed before the hang
+NCCL_OPTIONS_ONLY = (
+    "$ python -m torch.distributed.run --nproc_per_node=2 test_nccl_timeout.py\n"
+    "WARNING: Logging before InitGoogleLogging() is written to STDERR\n"
+    "I1028 12:13:38.405081 632355 ProcessGroupNCCL.cpp:843] [Rank 0] NCCL watchdog thread started!\n"
+    "I1028 12:13:38.405865 632324 ProcessGroupNCCL.cpp:666] [Rank 0] ProcessGroupNCCL initialized with following "
+    "options:\n"
+    "NCCL_ASYNC_ERROR_HANDLING: 1\n"
+    "NCCL_DESYNC_DEBUG: 0\n"
+    "NCCL_BLOCKING_WAIT: 0\n"
+    "TIMEOUT(ms): 5000\n"
+    "USE_HIGH_PRIORITY_STREAM: 0\n")
+
+
+def test_a_set_up_dump_is_neither_a_failure_nor_an_account_of_one():
+    r = diagnose_text(NCCL_OPTIONS_ONLY)
+    # NCCL_ASYNC_ERROR_HANDLING is an option's name, not an error; the banner's "watchdog" and "TIMEOUT" are no
+    # one's words about a timeout
+    assert r["first_failure"] is None
+    assert "collective_timeout" not in [c["id"] for c in r["causes"] if c["level"] == "words"]
+    described = ("python -m torch.distributed.run --nproc_per_node=2, init_process_group('nccl', timeout=5 s), "
+                 "dist.broadcast called under if dist.get_rank() == 0")
+    assert _top(NCCL_OPTIONS_ONLY, described)["id"] == "rank_conditional_collective"
+
+
+def test_a_timeout_argument_is_a_setting_not_a_symptom():
+    words = "init_process_group('gloo', timeout=timedelta(seconds=30)) then training"
+    assert "collective_timeout" not in [c["id"] for c in diagnose_text("", context=words)["causes"]]
+    assert diagnose_text("", context="the all_reduce times out after 30 minutes")["causes"][0]["id"] \
+        == "collective_timeout"
+
+
+# https://github.com/deepspeedai/Megatron-DeepSpeed/pull/247: the pull request's own words
+INIT_EXTERNALLY = ("If calling init_process_group of torch.distributed externally and using Megatron-Deepspeed as a "
+                   "package, Checking whether it has been initialized is required.\n")
+
+
+def test_a_program_that_initialises_the_group_itself_before_a_framework_does_is_init_twice():
+    assert diagnose_text(INIT_EXTERNALLY)["causes"][0]["id"] == "process_group_init_twice"
+    words = "torch.distributed.launch on two nodes, the script calling init_process_group itself"
+    assert diagnose_text("", context=words)["causes"][0]["id"] == "process_group_init_twice"
+
+
+# https://github.com/NVIDIA/DeepLearningExamples/issues/1092 (Tacotron2 on several nodes)
+CHECKPOINT_EXISTS = ('File "train.py", line 229, in save_checkpoint\n'
+                     '    print("Updating symlink", symlink_dst, "to point to", symlink_src)\n'
+                     "FileExistsError: [Errno 17] File exists: 'checkpoint_Tacotron2_0.pt' -> "
+                     "'output/checkpoint_Tacotron2_last.pt'\n")
+
+
+def test_two_ranks_creating_one_checkpoint_is_every_rank_saving_not_a_download_race():
+    assert _confident(CHECKPOINT_EXISTS) == "checkpoint_all_ranks"
+    # two ranks creating one cache directory stays the race (produced here: tests/data/logs/gen_makedirs_race.log)
+    race = (Path(__file__).parent / "data" / "logs" / "gen_makedirs_race.log").read_text()
+    assert _confident(race) == "download_race"
+
+
+# https://github.com/xljh0520/JOTR/issues/4 (TORCH_DISTRIBUTED_DEBUG=DETAIL, an older release: each rank prints its
+# own fingerprint; the lines are wrapped as the reporter pasted them)
+OWN_REPORTS = [
+    "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running inconsistent collective: "
+    "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape\n=[41, 256, 8, 8, 8], TensorDtypes=Float, "
+    "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout=Strided (default), requires_grad=false (\n"
+    "default), pinned_memory=false (default), memory_format=(nullopt))\n",
+    "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running inconsistent collective: "
+    "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape\n=[40, 256, 8, 8, 8], TensorDtypes=Float, "
+    "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout=Strided (default), requires_grad=false (\n"
+    "default), pinned_memory=false (default), memory_format=(nullopt))\n"]
+
+
+def test_ranks_reporting_the_same_collective_each_on_its_own_line_is_a_shape_mismatch():
+    top = _top("".join(OWN_REPORTS))
+    assert top["id"] == "collective_shape_mismatch" and top["level"] in ("signature", "structural")
+    assert "both ran ALLGATHER" in top["evidence"][0]["proves"]
+    ids = [c["id"] for c in diagnose_text("".join(OWN_REPORTS))["causes"]]
+    assert "rank_conditional_collective" not in ids
+    # one rank's report alone does not say what the other ran
+    assert _top(OWN_REPORTS[0])["id"] == "rank_conditional_collective"
+
+
+# https://github.com/RVC-Project/Retrieval-based-Voice-Conversion-WebUI/issues/724 (Windows, a blank host name);
+# torch 2.13's libtorch_cpu.so holds the same check as "GlooDeviceFactory::makeTCPDevice(): ..." (strings)
+GLOO_NO_HOSTNAME = "RuntimeError: GlooDeviceFactory::makeUVDevice(): interface or hostname can't be empty\n"
+
+
+def test_gloo_without_an_interface_or_host_name_is_the_gloo_interface():
+    assert _confident(GLOO_NO_HOSTNAME) == "gloo_socket_ifname"
+    assert _confident(GLOO_NO_HOSTNAME.replace("makeUVDevice", "makeTCPDevice")) == "gloo_socket_ifname"
+
+
+# https://github.com/horovod/horovod/issues/147 (an older NCCL: no peer address in the completion error)
+IB_COMPLETION_OLD = "transport/net_ib.cu:781 WARN NET/IB : Got completion with error 12, opcode 1, len0, vendor err 129\n"
+# https://github.com/horovod/horovod/issues/367 (the issue's title: Horovod's stall warning)
+HOROVOD_STALL = ("WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks "
+                 "and are waiting for remainder of ranks for more than 60 seconds\n")
+
+
+def test_horovod_named_as_the_library_is_not_a_launcher_without_its_environment():
+    assert _confident(IB_COMPLETION_OLD, "Horovod with NCCL across machines with InfiniBand") == "fabric_fault"
+    assert _confident(HOROVOD_STALL, "Horovod, restoring a checkpoint under an is_chief condition") \
+        == "rank_conditional_collective"
+    # the launcher named as the launcher still counts
+    words = [c["id"] for c in diagnose_text("", context="DeepFM training launched through Horovod")["causes"]]
+    assert "mpi_launcher_env" in words[:3]
+    assert diagnose_text("", context="horovodrun -np 2 python3 test.py")["causes"][0]["id"] == "mpi_launcher_env"
+
+
+# Produced here: torch.save({"w": torch.ones(3)}, "ck.pt"), the archive rewritten without its data/ records (what a
+# reader finds when another rank's write replaced or cut the file), then torch.load("ck_cut.pt"), torch 2.13.0+cpu
+ARCHIVE_RECORD_MISSING = ("RuntimeError: PytorchStreamReader failed locating file data/0: file not found. This is an "
+                          "internal miniz error. If you are seeing this error, there is a high likelihood that your "
+                          "checkpoint file is corrupted.\n")
+# https://github.com/kakaobrain/scrl/issues/5 (the older release's wording; every rank saved checkpoint_best.pth)
+ARCHIVE_RECORD_MISSING_OLD = "[enforce fail at inline_container.cc:209]. file not found: archive/data/3259494704\n"
+
+
+def test_a_checkpoint_archive_missing_a_record_is_a_checkpoint_written_over():
+    assert _confident(ARCHIVE_RECORD_MISSING) == "checkpoint_all_ranks"
+    assert _confident(ARCHIVE_RECORD_MISSING_OLD) == "checkpoint_all_ranks"
+
+
+# https://github.com/stas00/ml-engineering/issues/1 (3x RTX A6000, training hangs): CUDA's p2pBandwidthLatencyTest
+P2P_SLOWER = ("Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)\n"
+              "   D\\D     0      1      2 \n"
+              "     0 673.20  13.15  13.15 \n"
+              "     1  12.99 673.20  22.20 \n"
+              "     2  13.00  21.98 673.78 \n"
+              "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)\n"
+              "   D\\D     0      1      2 \n"
+              "     0 673.49   2.60   1.58 \n"
+              "     1   2.12 672.33   1.70 \n"
+              "     2   2.12   1.60 673.78 \n")
+# https://github.com/NVIDIA/nccl/issues/1264 (HGX H100, NVLink: P2P ten times the staged copy), the first rows
+P2P_FASTER = ("Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)\n"
+              "   D\\D     0      1      2      3      4      5      6      7 \n"
+              "     0 2474.76  37.19  37.20  36.91  37.06  37.16  37.28  37.24 \n"
+              "     1  36.36 2512.44  37.35  36.32  36.95  37.12  36.74  36.30 \n"
+              "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)\n"
+              "   D\\D     0      1      2      3      4      5      6      7 \n"
+              "     0 2494.76 371.02 376.65 376.60 376.82 375.59 375.94\n")
+
+
+def test_p2p_slower_than_staged_copies_is_broken_p2p_whatever_the_words():
+    top = _top(P2P_SLOWER, "parallel training on one machine with 3x RTX A6000 hangs")
+    assert top["id"] == "nccl_p2p_broken" and top["level"] == "structural"
+    assert "2.6 GB/s with P2P enabled and 13.15 GB/s" in top["evidence"][0]["proves"]
+    assert "nccl_p2p_broken" not in [c["id"] for c in diagnose_text(P2P_FASTER)["causes"] if c["level"] == "structural"]
+
+
+# https://github.com/meta-pytorch/torchrec/issues/1014 (the description)
+UNEVEN_WORDS = ("However it will hangs till NCCL timeout if number of batches are different during **validation** "
+                "stage.\n")
+# https://github.com/bytedance/ibot/issues/15 (the description)
+EVERY_GPU_SAVES = ("in ddp training, every processor(GPU) would save an checkpoint model in disk, this behaviou may "
+                   "cause duplicate writing problem and saved checkpoint can not be load by `torch.load` successfully\n")
+
+
+def test_words_naming_a_cause_outweigh_words_naming_only_the_hang():
+    from distdoctor.diagnose.engine import _weigh_keywords
+    hits = [("collective_timeout", "hang", "hangs"), ("dataloader_uneven", "batches", "number of batches are different")]
+    assert [w for *_, w in _weigh_keywords(hits, 2.0)] == [1.0, 2.0]
+    assert [w for *_, w in _weigh_keywords(hits[:1], 2.0)] == [2.0]  # the symptom alone keeps its weight
+    causes = diagnose_text(UNEVEN_WORDS)["causes"]
+    assert causes[0]["id"] == "dataloader_uneven"
+    assert diagnose_text(EVERY_GPU_SAVES)["causes"][0]["id"] == "checkpoint_all_ranks"
+
+
+# https://github.com/deepspeedai/DeepSpeed/issues/7599 (the description)
+GROWN_WORLD = ("When the world size expands from 2 to 4, then convert to universal checkpoint, and load from universal "
+               "checkpoint.\n")
+# https://github.com/AMD-AGI/Primus/issues/1063 (the description)
+IP_AS_IFNAME = ("get_ip_interface.sh needs iproute2. Where it is missing the fallback put an IP address into "
+                "NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, which take an interface name, and every rank died in Gloo with "
+                "\"Unable to find address for: <ip>\".\n")
+# https://github.com/pytorch/pytorch/issues/138322 (the description)
+OTHERS_HANG = ("When I ran the following program on a machine with 4 GPUs, the process with the rank of 3 will exit as "
+               "it does nothing operation, and the other processes will hang on the barrier call.\n")
+
+
+def test_accounts_in_the_words_people_use():
+    assert diagnose_text(GROWN_WORLD)["causes"][0]["id"] == "resume_world_size_change"
+    # gloo's own words quoted in the account; "interface" alone names no cause
+    ids = [c["id"] for c in diagnose_text(IP_AS_IFNAME, context="setting the socket interface variables")["causes"]]
+    assert ids[0] == "gloo_socket_ifname"
+    scores = {c["id"]: c["score"] for c in diagnose_text(OTHERS_HANG)["causes"]}
+    assert scores["rank_conditional_collective"] > scores.get("collective_timeout", 0)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import io
+import re
 import zlib
 from collections import defaultdict
 
-from distdoctor.diagnose import calibrate, gpu_processes, preconditions, structure, versions
+from distdoctor.diagnose import calibrate, gpu_processes, p2p_matrix, preconditions, structure, versions
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
@@ -22,7 +23,11 @@ ECHO_BONUS = 8.0
 KEYWORD_WEIGHT = 2.0       # a keyword of the person's words; half that when the first failure has a cause of its own
 PROSE_WEIGHT = 1.0       # a keyword in a short log that holds no error line (someone's account, not the job's output)
 PROSE_LINES = 20
+# a line the job printed about its own set-up (a glog INFO / WARNING record, an option of ProcessGroupNCCL's dump):
+# its words are banners and settings ("NCCL watchdog thread started!", "TIMEOUT(ms): 5000"), not an account
+JOB_RECORD = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|^[A-Z][A-Z0-9_]*(?:\(\w+\))?: \S+$")
 THIN_SCORE = 4.0
+SYMPTOM_CAUSES = ("collective_timeout", "peer_died_first")  # their keywords describe what any cause looks like
 VERSION_WEIGHT = 5.0     # a driver older than the build's CUDA, read from version lines
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
 SIMILAR_WEIGHT = 1.5     # the cause with the most BM25 neighbours' votes (cross-validated: retrieval_cv)
@@ -47,6 +52,8 @@ class _Tally:
         self.versions = versions.VersionFacts()  # driver and build CUDA versions the log states
         self.gpus = gpu_processes.GpuProcesses()  # nvidia-smi's process rows
         self.nccl = NcclRanks()  # NCCL processes' ranks, from their communicator lines
+        self.own_ops: dict[int, str] = {}  # rank -> operation of its own mismatch report (older releases)
+        self.own_op_line: dict | None = None  # the first such report
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
@@ -57,7 +64,10 @@ class _Tally:
             self.counts[k] += 1
         self.sigs[k] = sig
         ev = self.evidence[sig.cause]
-        if len(ev) < MAX_EVIDENCE and not any(e["file"] == ln.file and e["line"] == ln.line for e in ev):
+        # one line per signature: whether a signature counts (its `when` / `unless`) is known only at the end,
+        # so a line two signatures of one cause match is kept for each (deduplicated once that is known)
+        if len(ev) < MAX_EVIDENCE and not any(e["file"] == ln.file and e["line"] == ln.line and e.get("sig") == k
+                                              for e in ev):
             ev.append({"file": ln.file, "line": ln.line, "text": ln.text[:500], "rank": ln.rank,
                        "kind": sig.kind, "proves": sig.proves, "sig": k})
 
@@ -91,6 +101,11 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 hits = matcher.match_line(text)
                 if structure.MISMATCH in text:
                     hits = _read_mismatch(text, src.name, line_no, rank, hits, tally, matcher)
+                    own = structure.own_fingerprint(text)
+                    if own is not None and len(tally.own_ops) < RankValues.MAX_RANKS:
+                        tally.own_ops.setdefault(*own)
+                        tally.own_op_line = tally.own_op_line or {"file": src.name, "line": line_no,
+                                                                  "text": text[:500], "rank": own[0]}
                 where = {"file": src.name, "line": line_no, "rank": rank}
                 tally.versions.read(text, where)
                 tally.gpus.read(text, where)
@@ -115,16 +130,39 @@ def _read_mismatch(text: str, file: str, line_no: int, rank: int | None, hits: l
     mm = structure.collective_mismatch(text)
     if mm is None or not mm.same_op:
         return hits
+    _add_size_evidence(mm, {"file": file, "line": line_no, "text": text[:500], "rank": rank}, tally, matcher)
+    return [h for h in hits if h.cause != structure.MISMATCH_CAUSE]
+
+
+def _add_size_evidence(mm: structure.Mismatch, where: dict, tally: _Tally, matcher: Matcher) -> None:
+    """A same-operation mismatch is structural evidence of the causes that make the ranks' sizes differ."""
     weight = 3.0
     for cause in structure.MISMATCH_SIZE_CAUSES:
         if cause in matcher.entries:
             if not tally.structural[cause]:
                 tally.structural_scores[cause] += weight
             if len(tally.structural[cause]) < MAX_EVIDENCE:
-                tally.structural[cause].append({"file": file, "line": line_no, "text": text[:500], "rank": rank,
-                                                "kind": "structural", "proves": mm.proves()})
+                tally.structural[cause].append({**where, "kind": "structural", "proves": mm.proves()})
             weight /= 2
-    return [h for h in hits if h.cause != structure.MISMATCH_CAUSE]
+
+
+def _read_own_reports(tally: _Tally, builder: EventBuilder, matcher: Matcher) -> None:
+    """Older releases' one-rank mismatch reports: where two or more ranks name the same operation, the reading
+    "a collective some ranks skipped" is dropped (its hits, counts and evidence) for the size causes."""
+    mm = structure.same_op_reports(tally.own_ops)
+    if mm is None or tally.own_op_line is None:
+        return
+
+    def skipped_reading(sig: CompiledSignature) -> bool:
+        return sig.cause == structure.MISMATCH_CAUSE and bool(sig.regex.search(tally.own_op_line["text"]))
+
+    builder.keep_hits(lambda h: not skipped_reading(h))
+    for k in [k for k in tally.sigs if skipped_reading(tally.sigs[k])]:
+        tally.counts.pop(k, None)
+        tally.agent_echoes.pop(k, None)
+        ev = tally.evidence.get(k[0], [])
+        ev[:] = [e for e in ev if e.get("sig") != k]
+    _add_size_evidence(mm, tally.own_op_line, tally, matcher)
 
 
 def _add_rank_value_evidence(tally: _Tally, matcher: Matcher, differing: dict) -> None:
@@ -177,6 +215,7 @@ def _scan_all(sources, context: str | None, matcher: Matcher, errors: list[dict]
         if progress is not None:
             progress(files, stats)
 
+    _read_own_reports(tally, builder, matcher)
     differing = tally.rank_values.differing()
     tally.conditions.update(differs_key(c) for c in differing)
     if context and matcher.conditions:
@@ -225,6 +264,12 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             if cause in matcher.entries:
                 tally.structural[cause] += [{**r, "kind": "structural", "proves": proves} for r in rows[:MAX_EVIDENCE]]
                 tally.structural_scores[cause] += weight
+    p2p = p2p_matrix.broken_p2p(_plain(tally.head)) if b"P2P=Enabled" in tally.head else None
+    if p2p is not None and p2p_matrix.CAUSE in matcher.entries:
+        proves, header = p2p
+        tally.structural[p2p_matrix.CAUSE].append({"file": "<log>", "line": None, "text": header, "rank": None,
+                                                   "kind": "structural", "proves": proves})
+        tally.structural_scores[p2p_matrix.CAUSE] += p2p_matrix.WEIGHT
     for cause, sc in tally.structural_scores.items():
         scores[cause] += sc
     context_hits: list[dict] = []
@@ -246,15 +291,16 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     if stats.lines <= PROSE_LINES and not tally.counts and not any(e.is_error for e in builder.events):
         # a few lines without a single error line are someone's account of the failure (a long quiet log is a
         # job's own output, whose banners and settings say nothing of a cause): its words count as words
-        prose = _plain(tally.head)
-        for cause, kw, words in matcher.match_keywords(prose):
-            scores[cause] += PROSE_WEIGHT
+        prose = "\n".join(ln for ln in _plain(tally.head).splitlines() if not JOB_RECORD.match(ln.strip()))
+        for cause, kw, words, weight in _weigh_keywords(matcher.match_keywords(prose), PROSE_WEIGHT):
+            scores[cause] += weight
             prose_hits.append({"cause": cause, "keyword": kw, "words": words, "text": prose[:500]})
 
     evidence_of: dict[str, list[dict]] = {}
     for cause in scores:
-        evidence_of[cause] = [{k: v for k, v in ev.items() if k != "sig"} for ev in tally.evidence.get(cause, [])
-                              if "sig" not in ev or tally.sigs[ev["sig"]].active(seen)]
+        evidence_of[cause] = _unique_lines([{k: v for k, v in ev.items() if k != "sig"}
+                                            for ev in tally.evidence.get(cause, [])
+                                            if "sig" not in ev or tally.sigs[ev["sig"]].active(seen)])
         evidence_of[cause] += tally.structural.get(cause, [])
     if calibrate.needs_more(evidence_of, scores, first):
         # no signature explains the first failure: compare the log's failures with known ones
@@ -324,6 +370,26 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                   "events": len(builder.events), "events_dropped": builder.dropped},
     }
     return result
+
+
+def _unique_lines(evidence: list[dict]) -> list[dict]:
+    """The evidence with each (file, line) once, the first kept."""
+    seen: set = set()
+    out = []
+    for ev in evidence:
+        if (ev["file"], ev["line"]) not in seen:
+            seen.add((ev["file"], ev["line"]))
+            out.append(ev)
+    return out
+
+
+def _weigh_keywords(hits: list[tuple[str, str, str]], weight: float) -> list[tuple[str, str, str, float]]:
+    """Each keyword hit of a log that is someone's account with its weight: words that only name the symptom (a
+    hang, a timeout, a dead peer) count half when the same account also names a specific cause. (A --context line
+    saying what the user was debugging keeps both: it names the symptom to explain, not a cause.)"""
+    specific = any(cause not in SYMPTOM_CAUSES for cause, _, _ in hits)
+    return [(cause, kw, words, weight / 2 if specific and cause in SYMPTOM_CAUSES else weight)
+            for cause, kw, words in hits]
 
 
 def _plain(head: bytes) -> str:

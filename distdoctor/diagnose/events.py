@@ -12,7 +12,8 @@ TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?P<comma>,)? in ')
 EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|NotMet|Failure)"
                       r"\b(?::|\s*$)")
-ERRORISH = re.compile(r"Error\b|Error:|Exception\b|ERROR|Fatal Python error|terminate called|what\(\): |"
+# ERROR as a word of its own: ProcessGroupNCCL's option dump (NCCL_ASYNC_ERROR_HANDLING: 1) is no error
+ERRORISH = re.compile(r"Error\b|Error:|Exception\b|ERROR(?!_HANDLING\b)|Fatal Python error|terminate called|what\(\): |"
                       r"Segmentation fault|: error:|^\[?[EF]\d{3,4} \d\d:|^\[[EF] |FAILED|Aborted|core dumped|"
                       # NCCL reports its errors as WARN: "NCCL WARN ...", in 2.2 "include/socket.h:360 WARN ..."
                       r"^(?:[\w/.-]+\.(?:cc|cu|h|cpp|c):\d+ )?NCCL WARN |^[\w/.-]+\.(?:cc|cu|h|cpp|c):\d+ WARN ")

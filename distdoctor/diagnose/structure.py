@@ -36,6 +36,10 @@ STOP = frozenset("the a an of to in on for is was be by at or and with this that
 MISMATCH = "Detected mismatch between collectives"
 _FINGERPRINT = re.compile(r"Rank (?P<rank>\d+) is running collective: CollectiveFingerPrint\("
                           r"SequenceNumber=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, TensorShape=\[(?P<shape>[^\]]*)\])?")
+# Older releases print one fingerprint per line, each rank its own (https://github.com/xljh0520/JOTR/issues/4):
+# "... on ranks. Rank 0 is running inconsistent collective: CollectiveFingerPrint(OpType=ALLGATHER, TensorShape=..."
+_OWN_FINGERPRINT = re.compile(r"Rank (?P<rank>\d+) is running inconsistent collective: CollectiveFingerPrint\("
+                              r"(?:SequenceNumber=\d+, )?OpType=(?P<op>\w+)")
 MISMATCH_CAUSE = "rank_conditional_collective"  # different operations: some ranks skipped or reordered one
 MISMATCH_SIZE_CAUSES = ("collective_shape_mismatch", "model_differs_across_ranks", "dataloader_uneven")  # same op, sizes differ (ids the KB has)
 
@@ -141,7 +145,8 @@ class Mismatch:
     def proves(self) -> str:
         (r0, r1), (o0, o1), (s0, s1) = self.ranks, self.ops, self.shapes
         if self.same_op:
-            return (f"ranks {r0} and {r1} both ran {o0}, with different sizes ([{s0}] vs [{s1}]): the ranks' "
+            sizes = f"different sizes ([{s0}] vs [{s1}])" if s0 or s1 else "different tensors"
+            return (f"ranks {r0} and {r1} both ran {o0}, with {sizes}: the ranks' "
                     "tensors differ (model or data), not a collective skipped by some ranks")
         return f"rank {r0} ran {o0} while rank {r1} ran {o1}: the ranks called different collectives"
 
@@ -159,3 +164,18 @@ def collective_mismatch(text: str) -> Mismatch | None:
     a, b = fps[0], fps[1]
     return Mismatch(a["op"] == b["op"], (int(a["rank"]), int(b["rank"])), (a["op"], b["op"]),
                     (a["shape"] or "", b["shape"] or ""))
+
+
+def own_fingerprint(text: str) -> tuple[int, str] | None:
+    """(rank, operation) of an older release's one-rank "running inconsistent collective" report, or None."""
+    m = _OWN_FINGERPRINT.search(text) if MISMATCH in text else None
+    return None if m is None or "but Rank" in text else (int(m["rank"]), m["op"])
+
+
+def same_op_reports(ops: dict[int, str]) -> Mismatch | None:
+    """Two or more ranks' own reports of one mismatch, all naming the same operation: the ranks ran the same
+    collective with different tensors."""
+    if len(ops) < 2 or len(set(ops.values())) != 1:
+        return None
+    (r0, op), (r1, _) = sorted(ops.items())[:2]
+    return Mismatch(True, (r0, r1), (op, op), ("", ""))
