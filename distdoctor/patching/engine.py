@@ -133,7 +133,7 @@ def _wrap(module: cst.Module) -> MetadataWrapper:
     """One metadata resolution: a wrapper whose position, parent and qualified-name tables come from one
     tracking code generation (distdoctor.patching.fastmeta); scopes are resolved by libcst on first use."""
     RESOLUTIONS[0] += 1
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    wrapper = fastmeta.Wrapper(module, unsafe_skip_copy=True)
     fastmeta.seed(wrapper)
     return wrapper
 
