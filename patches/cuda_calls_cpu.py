@@ -32,8 +32,8 @@ import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 
 from distdoctor.patching.base import GuardAwareCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, qualified_names, walk
-from .torch_device_cpu import _guards
+from distdoctor.patching.cstutil import ast_ident, ast_root_name, ast_walk_guarded, qualified_names, walk
+from .torch_device_cpu import _guards, ast_guards
 
 PATCH = PatchInfo(
     id="cuda_calls_cpu",
@@ -108,36 +108,60 @@ def _cuda_test(test: cst.BaseExpression) -> bool:
     return _guards(test) or any(_flag(n) for n in walk(test))
 
 
-def _ast_imports_torch(tree: ast.Module) -> bool:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "torch" for a in node.names):
-            return True
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch" and not node.level:
-            return True
+def _ast_flag(node: ast.AST) -> bool:
+    """_flag() holds for this node or for the Name libcst makes of an attribute's name."""
+    if isinstance(node, ast.Name):
+        return "cuda" in node.id.lower() and node.id != "cuda"
+    if isinstance(node, ast.Attribute):
+        return "cuda" in node.attr.lower() and (node.attr != "cuda" or not _ast_is_torch(node.value))
     return False
 
 
+def _ast_is_torch(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "torch"
+
+
+def _ast_cuda_test(test: ast.AST) -> bool:
+    """_cuda_test() surely holds for this test on Python's own parse."""
+    return ast_guards(test) or any(_ast_flag(n) for n in ast.walk(test))
+
+
+def _ast_candidate(node: ast.Call) -> bool:
+    """A call leave_Call may rewrite: `.cuda()` without an index, a CUDA device literal, SyncBatchNorm."""
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and not node.args \
+            and all(k.arg in CUDA_KEYWORDS for k in node.keywords):
+        return True
+    if ast_ident(node.func) == "convert_sync_batchnorm":
+        return True
+    return any(isinstance(v, ast.Constant) and isinstance(v.value, str)
+               and (v.value == "cuda" or v.value.startswith("cuda:")) for v in [*(k.value for k in node.keywords if k.arg == "device"),
+                         *(node.args[:1] if ast_ident(node.func) == "to" else [])])
+
+
 def screen(tree: ast.Module) -> bool:
-    """A torch file with `.cuda()` without an index, or a statement calling a raising torch.cuda function."""
-    found = False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" \
-                and not node.args and all(k.arg in CUDA_KEYWORDS for k in node.keywords):
-            found = True
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
-                and f"torch.cuda.{ast_ident(node.value.func)}" in RAISING:
-            found = True
-        elif isinstance(node, ast.Call) and any(
-                isinstance(v, ast.Constant) and isinstance(v.value, str)
-                and (v.value == "cuda" or v.value.startswith("cuda:"))
-                for v in [*(k.value for k in node.keywords if k.arg == "device"),
-                          *(node.args[:1] if ast_ident(node.func) == "to" else [])]):
-            found = True
-        elif isinstance(node, ast.Call) and ast_ident(node.func) == "convert_sync_batchnorm":
-            found = True
-        if found:
-            break
-    return found and _ast_imports_torch(tree)
+    """A torch file with, outside a test that already decides on CUDA, `.cuda()` without an index, a CUDA
+    device literal, convert_sync_batchnorm, or a statement calling a raising torch.cuda function through
+    a name that can resolve to it (imported, or `torch` itself: not `stream.synchronize()`)."""
+    found, torch_imported = False, False
+    imported: set[str] = set()
+    raising = {name.rsplit(".", 1)[1] for name in RAISING}
+    statements: list[tuple[str | None, str | None]] = []  # (callee's identifier, its root name)
+    for node, guarded in ast_walk_guarded(tree, _ast_cuda_test):
+        if isinstance(node, ast.Import):
+            imported.update(a.asname or a.name.split(".")[0] for a in node.names)
+            torch_imported = torch_imported or any(a.name.split(".")[0] == "torch" for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imported.update(a.asname or a.name for a in node.names)
+            raising.update(a.asname for a in node.names if a.asname and a.name in raising)
+            torch_imported = torch_imported or (node.module or "").split(".")[0] == "torch" and not node.level
+        elif guarded or found:
+            continue
+        elif isinstance(node, ast.Call):
+            found = _ast_candidate(node)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            statements.append((ast_ident(node.value.func), ast_root_name(node.value.func)))
+    roots = imported | {"torch"}
+    return torch_imported and (found or any(ident in raising and root in roots for ident, root in statements))
 
 
 class Transformer(GuardAwareCommand):

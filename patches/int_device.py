@@ -24,7 +24,7 @@ from libcst.metadata import ClassScope, ComprehensionScope, FunctionScope, Posit
     QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, nodes_of
+from distdoctor.patching.cstutil import ast_ident, ast_plain_string, nodes_of
 
 PATCH = PatchInfo(
     id="int_device",
@@ -104,6 +104,16 @@ def _ast_gpu_string(node: ast.AST) -> bool:
     if isinstance(node, ast.JoinedStr):
         node = node.values[0] if node.values else node
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda")
+
+
+def _ast_sure_gpu_string(node: ast.AST) -> bool:
+    """is_gpu_string() surely holds (Python's own parse; only plain literals, so never more than libcst's
+    answer: what a guard test needs, where over-approximating would skip code the Transformer rewrites)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.Add)):
+        return _ast_sure_gpu_string(node.left)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        node = node.func.value
+    return (ast_plain_string(node) or "").startswith("cuda")
 
 
 def _ast_gpu_location(node: ast.AST, gpu_names: set[str]) -> bool:

@@ -219,6 +219,48 @@ def ast_calls(tree: ast.Module, names: set[str]) -> list[ast.Call]:
     return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast_ident(n.func) in idents]
 
 
+def ast_walk_guarded(tree: ast.AST, guard) -> Iterator[tuple[ast.AST, bool]]:
+    """(node, guarded) for every node of tree: guarded when it is inside an `if` statement or conditional
+    expression (test, body or else) whose test passes guard(test), as GuardAwareCommand counts them."""
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, guarded = stack.pop()
+        yield node, guarded
+        if not guarded and isinstance(node, (ast.If, ast.IfExp)) and guard(node.test):
+            guarded = True
+        stack.extend((child, guarded) for child in ast.iter_child_nodes(node))
+
+
+def ast_plain_string(node: ast.AST) -> str | None:
+    """The value of a str constant written as one plain quoted literal ("cuda", not "cu" "da", r"cuda" or
+    "cu\\x64a"), which libcst parses as one SimpleString; None otherwise. Python's parser merges
+    implicitly concatenated literals: only the span (one line, value plus two quotes) tells them apart."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return None
+    if node.lineno != node.end_lineno or node.end_col_offset - node.col_offset != len(node.value.encode()) + 2:
+        return None
+    return node.value
+
+
+def ast_root_name(node: ast.AST) -> str | None:
+    """The name a dotted expression starts from, through attributes, calls and subscripts as libcst's
+    get_full_name_for_node follows them (`self.streams[-1].synchronize` -> self); None for anything else."""
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def ast_imported_names(tree: ast.Module) -> set[str]:
+    """Every local name an import statement binds anywhere in tree (`import a.b` binds a)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.asname or a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.update(a.asname or a.name for a in node.names)
+    return names
+
+
 _LAST_INDEX: tuple[object, dict] = (None, {})
 
 
