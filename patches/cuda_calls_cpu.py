@@ -32,7 +32,7 @@ import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 
 from distdoctor.patching.base import GuardAwareCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, ast_root_name, ast_walk_guarded, qualified_names, walk
+from distdoctor.patching.cstutil import ast_guarded, ast_ident, ast_nodes, ast_root_name, qualified_names, walk
 from .torch_device_cpu import _guards, ast_guards
 
 PATCH = PatchInfo(
@@ -142,26 +142,26 @@ def screen(tree: ast.Module) -> bool:
     """A torch file with, outside a test that already decides on CUDA, `.cuda()` without an index, a CUDA
     device literal, convert_sync_batchnorm, or a statement calling a raising torch.cuda function through
     a name that can resolve to it (imported, or `torch` itself: not `stream.synchronize()`)."""
-    found, torch_imported = False, False
-    imported: set[str] = set()
+    torch_imported = False
+    imported: set[str] = {"torch"}
     raising = {name.rsplit(".", 1)[1] for name in RAISING}
-    statements: list[tuple[str | None, str | None]] = []  # (callee's identifier, its root name)
-    for node, guarded in ast_walk_guarded(tree, _ast_cuda_test):
+    for node in ast_nodes(tree, ast.Import, ast.ImportFrom):
         if isinstance(node, ast.Import):
             imported.update(a.asname or a.name.split(".")[0] for a in node.names)
             torch_imported = torch_imported or any(a.name.split(".")[0] == "torch" for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
+        else:
             imported.update(a.asname or a.name for a in node.names)
             raising.update(a.asname for a in node.names if a.asname and a.name in raising)
             torch_imported = torch_imported or (node.module or "").split(".")[0] == "torch" and not node.level
-        elif guarded or found:
-            continue
-        elif isinstance(node, ast.Call):
-            found = _ast_candidate(node)
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            statements.append((ast_ident(node.value.func), ast_root_name(node.value.func)))
-    roots = imported | {"torch"}
-    return torch_imported and (found or any(ident in raising and root in roots for ident, root in statements))
+    if not torch_imported:
+        return False
+    found = [n for n in ast_nodes(tree, ast.Call) if _ast_candidate(n)]
+    found += [n for n in ast_nodes(tree, ast.Expr) if isinstance(n.value, ast.Call)
+              and ast_ident(n.value.func) in raising and ast_root_name(n.value.func) in imported]
+    if not found:
+        return False
+    guarded = ast_guarded(tree, _ast_cuda_test)
+    return any(id(n) not in guarded for n in found)
 
 
 class Transformer(GuardAwareCommand):

@@ -11,7 +11,7 @@ from libcst.metadata import ParentNodeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import (
-    ancestors, ast_ident, literal_text, named_nodes, parenthesize, qualified_names, walk,
+    ancestors, ast_ident, ast_nodes, literal_text, named_nodes, parenthesize, qualified_names, walk,
 )
 
 PATCH = PatchInfo(
@@ -71,7 +71,7 @@ class _Screen:
     def __init__(self, tree: ast.Module) -> None:
         self.receivers = {"cuda", "accelerator"}
         self.direct: set[str] = set()  # from torch.cuda import is_available [as x]
-        for node in ast.walk(tree):
+        for node in ast_nodes(tree, ast.Import, ast.ImportFrom):
             if isinstance(node, ast.Import):
                 self.receivers |= {a.asname for a in node.names if a.asname and a.name in ("torch.cuda", "torch.accelerator")}
             elif isinstance(node, ast.ImportFrom) and node.module in ("torch", "torch.cuda", "torch.accelerator"):
@@ -161,7 +161,7 @@ def _ast_cuda_default(stmt: ast.stmt) -> bool:
 
 
 def _ast_starts_group(tree: ast.Module) -> bool:
-    return any(isinstance(n, ast.Call) and ast_ident(n.func) == "init_process_group" for n in ast.walk(tree))
+    return any(ast_ident(n.func) == "init_process_group" for n in ast_nodes(tree, ast.Call))
 
 
 def screen(tree: ast.Module) -> bool:

@@ -24,7 +24,7 @@ from libcst.metadata import ClassScope, ComprehensionScope, FunctionScope, Posit
     QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, ast_plain_string, nodes_of
+from distdoctor.patching.cstutil import ast_ident, ast_nodes, ast_plain_string, nodes_of
 
 PATCH = PatchInfo(
     id="int_device",
@@ -130,17 +130,15 @@ def screen(tree: ast.Module) -> bool:
     """Cheap pre-check on Python's own parse: a .to()/.cuda() of an index, or a map_location that is
     (or names) a GPU index or CUDA device."""
     gpu_names: set[str] | None = None
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
+    for node in ast_nodes(tree, ast.Call):
         func = node.func
         locations = [k.value for k in node.keywords if k.arg == "map_location"]
         if isinstance(func, ast.Attribute) and func.attr == "load" and len(node.args) >= 2:
             locations.append(node.args[1])
         if locations:
             if gpu_names is None:
-                gpu_names = {t.id for a in ast.walk(tree) if isinstance(a, ast.Assign)
-                             and _ast_gpu_location(a.value, set())
+                gpu_names = {t.id for a in ast_nodes(tree, ast.Assign)
+                             if _ast_gpu_location(a.value, set())
                              for t in a.targets if isinstance(t, ast.Name)}
             if any(_ast_gpu_location(loc, gpu_names) for loc in locations):
                 return True

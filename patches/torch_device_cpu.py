@@ -23,7 +23,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider, QualifiedNameProvider
 
 from distdoctor.patching.base import GuardAwareCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, ast_walk_guarded, get_arg, qualified_names, walk
+from distdoctor.patching.cstutil import ast_guarded, ast_ident, ast_nodes, get_arg, qualified_names, walk
 from .int_device import _ast_gpu_string, _ast_sure_gpu_string, is_gpu_string
 
 PATCH = PatchInfo(
@@ -53,6 +53,21 @@ def _ast_cuda_device(node: ast.AST) -> bool:
     return any(k.arg == "type" and _ast_gpu_string(k.value) for k in node.keywords)
 
 
+GUARD_NAMES = frozenset({"is_available", "is_cuda", "device_count"})
+
+
+def _guards(test: cst.BaseExpression) -> bool:
+    """A test that checks for CUDA or an accelerator (`torch.cuda.is_available()`, `x.is_cuda`, ...) or
+    compares with a CUDA device name (`device_type == "cuda"`, `"cuda" in device`)."""
+    for n in walk(test):
+        if isinstance(n, cst.Name) and n.value in GUARD_NAMES:
+            return True
+        if isinstance(n, cst.Comparison) and any(is_gpu_string(part) for part in
+                                                 [n.left, *(c.comparator for c in n.comparisons)]):
+            return True
+    return False
+
+
 def ast_guards(test: ast.AST) -> bool:
     """_guards() surely holds for this test on Python's own parse (every Name of libcst's tree is a Name or
     an attribute's name there; only plain CUDA literals count): a screen may skip what such a test guards."""
@@ -67,31 +82,15 @@ def ast_guards(test: ast.AST) -> bool:
 def screen(tree: ast.Module) -> bool:
     """A distributed file with a CUDA torch.device, set_device_index or get_default_backend_for_device
     outside a test that already decides on CUDA (the Transformer leaves those alone)."""
-    found, distributed = False, False
-    for node, guarded in ast_walk_guarded(tree, ast_guards):
-        if isinstance(node, ast.Call):
-            name = ast_ident(node.func)
-            distributed = distributed or name in DISTRIBUTED
-            found = found or not guarded and (name in ("set_device_index", "get_default_backend_for_device")
-                                              or _ast_cuda_device(node))
-            if found and distributed:
-                return True
-    return False
-
-
-GUARD_NAMES = frozenset({"is_available", "is_cuda", "device_count"})
-
-
-def _guards(test: cst.BaseExpression) -> bool:
-    """A test that checks for CUDA or an accelerator (`torch.cuda.is_available()`, `x.is_cuda`, ...) or
-    compares with a CUDA device name (`device_type == "cuda"`, `"cuda" in device`)."""
-    for n in walk(test):
-        if isinstance(n, cst.Name) and n.value in GUARD_NAMES:
-            return True
-        if isinstance(n, cst.Comparison) and any(is_gpu_string(part) for part in
-                                                 [n.left, *(c.comparator for c in n.comparisons)]):
-            return True
-    return False
+    calls = ast_nodes(tree, ast.Call)
+    if not any(ast_ident(node.func) in DISTRIBUTED for node in calls):
+        return False
+    found = [node for node in calls if ast_ident(node.func) in ("set_device_index", "get_default_backend_for_device")
+             or _ast_cuda_device(node)]
+    if not found:
+        return False
+    guarded = ast_guarded(tree, ast_guards)
+    return any(id(node) not in guarded for node in found)
 
 
 class Transformer(GuardAwareCommand):
