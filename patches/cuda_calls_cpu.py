@@ -126,16 +126,25 @@ def _ast_cuda_test(test: ast.AST) -> bool:
     return ast_guards(test) or any(_ast_flag(n) for n in ast.walk(test))
 
 
-def _ast_candidate(node: ast.Call) -> bool:
-    """A call leave_Call may rewrite: `.cuda()` without an index, a CUDA device literal, SyncBatchNorm."""
-    if isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and not node.args \
+def _ast_candidate(node: ast.Call, roots: set[str]) -> bool:
+    """A call leave_Call may rewrite: `.cuda()` without an index, a CUDA device literal given to `.to()`,
+    `.to_empty()` or a name that can resolve into torch, or convert_sync_batchnorm through such a name.
+    roots: the names a torch qualified name can start from (imported ones, and `torch` itself)."""
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == "cuda" and not node.args \
             and all(k.arg in CUDA_KEYWORDS for k in node.keywords):
         return True
-    if ast_ident(node.func) == "convert_sync_batchnorm":
+    if ast_ident(func) == "convert_sync_batchnorm":
+        return ast_root_name(func) in roots
+    if any(_ast_cuda_literal(a) for a in node.args[:1]) and ast_ident(func) == "to":
         return True
-    return any(isinstance(v, ast.Constant) and isinstance(v.value, str)
-               and (v.value == "cuda" or v.value.startswith("cuda:")) for v in [*(k.value for k in node.keywords if k.arg == "device"),
-                         *(node.args[:1] if ast_ident(node.func) == "to" else [])])
+    return any(k.arg == "device" and _ast_cuda_literal(k.value) for k in node.keywords) and (
+        isinstance(func, ast.Attribute) and func.attr in ("to", "to_empty") or ast_root_name(func) in roots)
+
+
+def _ast_cuda_literal(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) \
+        and (node.value == "cuda" or node.value.startswith("cuda:"))
 
 
 def screen(tree: ast.Module) -> bool:
@@ -155,7 +164,7 @@ def screen(tree: ast.Module) -> bool:
             torch_imported = torch_imported or (node.module or "").split(".")[0] == "torch" and not node.level
     if not torch_imported:
         return False
-    found = [n for n in ast_nodes(tree, ast.Call) if _ast_candidate(n)]
+    found = [n for n in ast_nodes(tree, ast.Call) if _ast_candidate(n, imported)]
     found += [n for n in ast_nodes(tree, ast.Expr) if isinstance(n.value, ast.Call)
               and ast_ident(n.value.func) in raising and ast_root_name(n.value.func) in imported]
     if not found:

@@ -79,14 +79,23 @@ def ast_guards(test: ast.AST) -> bool:
     return False
 
 
+def _ast_first_args(call: ast.Call) -> list[ast.AST]:
+    """What libcst's first argument of call may hold: the first positional one's value (a `*x` one's x), or
+    the first keyword's (a `**x` one's x), as keywords may come before a `*x` in the source."""
+    first = call.args[:1] + [k.value for k in call.keywords[:1]]
+    return [a.value if isinstance(a, ast.Starred) else a for a in first]
+
+
 def screen(tree: ast.Module) -> bool:
     """A distributed file with a CUDA torch.device, set_device_index or get_default_backend_for_device
     outside a test that already decides on CUDA (the Transformer leaves those alone)."""
     calls = ast_nodes(tree, ast.Call)
     if not any(ast_ident(node.func) in DISTRIBUTED for node in calls):
         return False
-    found = [node for node in calls if ast_ident(node.func) in ("set_device_index", "get_default_backend_for_device")
-             or _ast_cuda_device(node)]
+    found = [node for node in calls if _ast_cuda_device(node) or ast_ident(node.func) == "get_default_backend_for_device"
+             and any(isinstance(v, (ast.Name, ast.Attribute, ast.Call)) for v in _ast_first_args(node))]
+    found += [node for node in ast_nodes(tree, ast.Expr)
+              if isinstance(node.value, ast.Call) and ast_ident(node.value.func) == "set_device_index"]
     if not found:
         return False
     guarded = ast_guarded(tree, ast_guards)

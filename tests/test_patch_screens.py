@@ -64,8 +64,17 @@ GUARD_CASES = [
      False),
     ("cuda_calls_cpu", "import torch\nfrom torch.cuda import synchronize as wait_synchronize\n\nwait_synchronize()\n",
      True),  # an alias the old screen missed
+    ("cuda_calls_cpu", "import torch\nskip = partial(skip_if, device='cuda')\ny = torch.zeros(1, device='cuda')\n", True),
+    ("cuda_calls_cpu", "import torch\nskip = partial(skip_if, device='cuda')\n", False),
+    ("cuda_calls_cpu", "import torch\nm = cls.convert_sync_batchnorm(child)\n", False),
+    ("cuda_calls_cpu", "import torch\nm = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n", True),
     ("torch_device_cpu", "import torch\ndist.init_process_group('gloo')\n"
      "d = torch.device('cuda', 0) if torch.cuda.is_available() else torch.device('cpu')\n", False),
+    ("torch_device_cpu", "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
+     "b = dist.get_default_backend_for_device(kind or 'cpu')\nx = torch.accelerator.set_device_index(0)\n", False),
+    ("torch_device_cpu", "import torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
+     "b = dist.get_default_backend_for_device(kind)\n", True),
+    ("torch_device_cpu", "import torch\ndist.init_process_group('gloo')\ntorch.accelerator.set_device_index(0)\n", True),
     ("torch_device_cpu", "import torch\ndist.init_process_group('gloo')\n"
      "if device_type == 'cuda':\n    d = torch.device('cuda', 0)\n", False),
     ("torch_device_cpu", "import torch\ndist.init_process_group('gloo')\n"
