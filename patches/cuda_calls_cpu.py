@@ -61,9 +61,10 @@ CUDA_KEYWORDS = frozenset({"non_blocking", "memory_format"})  # .cuda() keywords
 
 def _bare_cuda(call: cst.Call) -> bool:
     """`<receiver>.cuda()` with no device: no positional argument, only non_blocking/memory_format."""
-    if not m.matches(call.func, m.Attribute(attr=m.Name("cuda"))):
+    func = call.func  # isinstance, not matchers: this runs for every call of the file
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "cuda"):
         return False
-    if m.matches(call.func.value, m.Call(func=m.Name("super"))):
+    if isinstance(func.value, cst.Call) and isinstance(func.value.func, cst.Name) and func.value.func.value == "super":
         return False  # an override of Module.cuda() calling its parent
     return all(a.keyword is not None and a.keyword.value in CUDA_KEYWORDS for a in call.args)
 
@@ -207,7 +208,7 @@ class Transformer(GuardAwareCommand):
         return bool(qualified_names(self, call.func) & RAISING)
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if len(node.body) == 1 and m.matches(node.body[0], m.Expr(value=m.Call())):
+        if len(node.body) == 1 and isinstance(node.body[0], cst.Expr) and isinstance(node.body[0].value, cst.Call):
             call = node.body[0].value
             if _bare_cuda(call) or self._raising(call):
                 self.statements.add(id(call))

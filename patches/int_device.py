@@ -275,8 +275,9 @@ class Transformer(PatchCommand):
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         args = list(updated_node.args)
         method = None
-        if m.matches(original_node.func, m.Attribute(attr=m.Name("to") | m.Name("cuda"))):
-            method = original_node.func.attr.value
+        func = original_node.func  # isinstance, not a matcher: this runs for every call of the file
+        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
+            method = func.attr.value
         is_load = bool({q.name for q in self.get_metadata(QualifiedNameProvider, original_node.func, set())} & _LOADERS)
         positional = [i for i, a in enumerate(original_node.args) if a.keyword is None and not a.star]
         changed = False

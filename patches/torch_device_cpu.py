@@ -153,7 +153,8 @@ class Transformer(GuardAwareCommand):
         if self.guarded or len(original_node.body) != 1:
             return updated_node
         expr = original_node.body[0]
-        if not (m.matches(expr, m.Expr(value=m.Call())) and qualified_names(self, expr.value.func) & SET_INDEX):
+        if not (isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call)
+                and qualified_names(self, expr.value.func) & SET_INDEX):
             return updated_node
         AddImportsVisitor.add_needed_import(self.context, "torch")
         self.record(original_node, f"set_device_index runs only when {ACC_GUARD}")
