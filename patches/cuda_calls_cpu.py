@@ -32,8 +32,8 @@ import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 
 from distdoctor.patching.base import GuardAwareCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, qualified_names, walk
-from .torch_device_cpu import _guards
+from distdoctor.patching.cstutil import ast_guarded, ast_ident, ast_nodes, ast_root_name, qualified_names, walk
+from .torch_device_cpu import _guards, ast_guards
 
 PATCH = PatchInfo(
     id="cuda_calls_cpu",
@@ -61,9 +61,10 @@ CUDA_KEYWORDS = frozenset({"non_blocking", "memory_format"})  # .cuda() keywords
 
 def _bare_cuda(call: cst.Call) -> bool:
     """`<receiver>.cuda()` with no device: no positional argument, only non_blocking/memory_format."""
-    if not m.matches(call.func, m.Attribute(attr=m.Name("cuda"))):
+    func = call.func  # isinstance, not matchers: this runs for every call of the file
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "cuda"):
         return False
-    if m.matches(call.func.value, m.Call(func=m.Name("super"))):
+    if isinstance(func.value, cst.Call) and isinstance(func.value.func, cst.Name) and func.value.func.value == "super":
         return False  # an override of Module.cuda() calling its parent
     return all(a.keyword is not None and a.keyword.value in CUDA_KEYWORDS for a in call.args)
 
@@ -108,36 +109,69 @@ def _cuda_test(test: cst.BaseExpression) -> bool:
     return _guards(test) or any(_flag(n) for n in walk(test))
 
 
-def _ast_imports_torch(tree: ast.Module) -> bool:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "torch" for a in node.names):
-            return True
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch" and not node.level:
-            return True
+def _ast_flag(node: ast.AST) -> bool:
+    """_flag() holds for this node or for the Name libcst makes of an attribute's name."""
+    if isinstance(node, ast.Name):
+        return "cuda" in node.id.lower() and node.id != "cuda"
+    if isinstance(node, ast.Attribute):
+        return "cuda" in node.attr.lower() and (node.attr != "cuda" or not _ast_is_torch(node.value))
     return False
 
 
+def _ast_is_torch(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "torch"
+
+
+def _ast_cuda_test(test: ast.AST) -> bool:
+    """_cuda_test() surely holds for this test on Python's own parse."""
+    return ast_guards(test) or any(_ast_flag(n) for n in ast.walk(test))
+
+
+def _ast_candidate(node: ast.Call, roots: set[str]) -> bool:
+    """A call leave_Call may rewrite: `.cuda()` without an index, a CUDA device literal given to `.to()`,
+    `.to_empty()` or a name that can resolve into torch, or convert_sync_batchnorm through such a name.
+    roots: the names a torch qualified name can start from (imported ones, and `torch` itself)."""
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == "cuda" and not node.args \
+            and all(k.arg in CUDA_KEYWORDS for k in node.keywords):
+        return True
+    if ast_ident(func) == "convert_sync_batchnorm":
+        return ast_root_name(func) in roots
+    if any(_ast_cuda_literal(a) for a in node.args[:1]) and ast_ident(func) == "to":
+        return True
+    return any(k.arg == "device" and _ast_cuda_literal(k.value) for k in node.keywords) and (
+        isinstance(func, ast.Attribute) and func.attr in ("to", "to_empty") or ast_root_name(func) in roots)
+
+
+def _ast_cuda_literal(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) \
+        and (node.value == "cuda" or node.value.startswith("cuda:"))
+
+
 def screen(tree: ast.Module) -> bool:
-    """A torch file with `.cuda()` without an index, or a statement calling a raising torch.cuda function."""
-    found = False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" \
-                and not node.args and all(k.arg in CUDA_KEYWORDS for k in node.keywords):
-            found = True
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
-                and f"torch.cuda.{ast_ident(node.value.func)}" in RAISING:
-            found = True
-        elif isinstance(node, ast.Call) and any(
-                isinstance(v, ast.Constant) and isinstance(v.value, str)
-                and (v.value == "cuda" or v.value.startswith("cuda:"))
-                for v in [*(k.value for k in node.keywords if k.arg == "device"),
-                          *(node.args[:1] if ast_ident(node.func) == "to" else [])]):
-            found = True
-        elif isinstance(node, ast.Call) and ast_ident(node.func) == "convert_sync_batchnorm":
-            found = True
-        if found:
-            break
-    return found and _ast_imports_torch(tree)
+    """A torch file with, outside a test that already decides on CUDA, `.cuda()` without an index, a CUDA
+    device literal, convert_sync_batchnorm, or a statement calling a raising torch.cuda function through
+    a name that can resolve to it (imported, or `torch` itself: not `stream.synchronize()`)."""
+    torch_imported = False
+    imported: set[str] = {"torch"}
+    raising = {name.rsplit(".", 1)[1] for name in RAISING}
+    for node in ast_nodes(tree, ast.Import, ast.ImportFrom):
+        if isinstance(node, ast.Import):
+            imported.update(a.asname or a.name.split(".")[0] for a in node.names)
+            torch_imported = torch_imported or any(a.name.split(".")[0] == "torch" for a in node.names)
+        else:
+            imported.update(a.asname or a.name for a in node.names)
+            raising.update(a.asname for a in node.names if a.asname and a.name in raising)
+            torch_imported = torch_imported or (node.module or "").split(".")[0] == "torch" and not node.level
+    if not torch_imported:
+        return False
+    found = [n for n in ast_nodes(tree, ast.Call) if _ast_candidate(n, imported)]
+    found += [n for n in ast_nodes(tree, ast.Expr) if isinstance(n.value, ast.Call)
+              and ast_ident(n.value.func) in raising and ast_root_name(n.value.func) in imported]
+    if not found:
+        return False
+    guarded = ast_guarded(tree, _ast_cuda_test)
+    return any(id(n) not in guarded for n in found)
 
 
 class Transformer(GuardAwareCommand):
@@ -174,7 +208,7 @@ class Transformer(GuardAwareCommand):
         return bool(qualified_names(self, call.func) & RAISING)
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if len(node.body) == 1 and m.matches(node.body[0], m.Expr(value=m.Call())):
+        if len(node.body) == 1 and isinstance(node.body[0], cst.Expr) and isinstance(node.body[0].value, cst.Call):
             call = node.body[0].value
             if _bare_cuda(call) or self._raising(call):
                 self.statements.add(id(call))

@@ -11,7 +11,7 @@ from libcst.metadata import ParentNodeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import (
-    ancestors, ast_ident, literal_text, named_nodes, parenthesize, qualified_names, walk,
+    ancestors, ast_ident, ast_nodes, literal_text, named_nodes, parenthesize, qualified_names, walk,
 )
 
 PATCH = PatchInfo(
@@ -71,7 +71,7 @@ class _Screen:
     def __init__(self, tree: ast.Module) -> None:
         self.receivers = {"cuda", "accelerator"}
         self.direct: set[str] = set()  # from torch.cuda import is_available [as x]
-        for node in ast.walk(tree):
+        for node in ast_nodes(tree, ast.Import, ast.ImportFrom):
             if isinstance(node, ast.Import):
                 self.receivers |= {a.asname for a in node.names if a.asname and a.name in ("torch.cuda", "torch.accelerator")}
             elif isinstance(node, ast.ImportFrom) and node.module in ("torch", "torch.cuda", "torch.accelerator"):
@@ -144,13 +144,16 @@ def _ast_exits(stmt: ast.stmt, func: str | None) -> bool:
         getattr(stmt.value.func, "id", None) in ("exit", "quit") or getattr(stmt.value.func, "attr", None) in ("exit", "_exit"))
 
 
-def _ast_nodes(node: ast.AST, func: str | None = None):
-    """(node, name of the enclosing function, "" inside a class body) for every node."""
-    yield node, func
-    inner = node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
-        "" if isinstance(node, ast.ClassDef) else func
-    for child in ast.iter_child_nodes(node):
-        yield from _ast_nodes(child, inner)
+def _ast_function(tree: ast.Module, node: ast.stmt) -> str | None:
+    """The name of the innermost function around node, "" when that is a class body, None at module level
+    (the scope Transformer._in_entry_point judges), from the definitions' source spans."""
+    inner = None
+    for d in ast_nodes(tree, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+        if (d.lineno, d.col_offset) <= (node.lineno, node.col_offset) \
+                and (node.end_lineno, node.end_col_offset) <= (d.end_lineno, d.end_col_offset) \
+                and (inner is None or (d.lineno, d.col_offset) > (inner.lineno, inner.col_offset)):
+            inner = d
+    return None if inner is None else "" if isinstance(inner, ast.ClassDef) else inner.name
 
 
 def _ast_cuda_default(stmt: ast.stmt) -> bool:
@@ -161,7 +164,7 @@ def _ast_cuda_default(stmt: ast.stmt) -> bool:
 
 
 def _ast_starts_group(tree: ast.Module) -> bool:
-    return any(isinstance(n, ast.Call) and ast_ident(n.func) == "init_process_group" for n in ast.walk(tree))
+    return any(ast_ident(n.func) == "init_process_group" for n in ast_nodes(tree, ast.Call))
 
 
 def screen(tree: ast.Module) -> bool:
@@ -170,14 +173,12 @@ def screen(tree: ast.Module) -> bool:
     if any(_ast_cuda_default(s) for s in tree.body) and _ast_starts_group(tree):
         return True
     check = _Screen(tree)
-    for node, func in _ast_nodes(tree):
-        if isinstance(node, ast.Assert) and check.needs_gpu(node.test):
-            return True
-        if isinstance(node, ast.If) and check.no_gpu(node.test) and any(_ast_exits(st, func) for st in node.body):
-            return True
-        if check.modulo(node):
-            return True
-    return False
+    if any(check.needs_gpu(node.test) for node in ast_nodes(tree, ast.Assert)):
+        return True
+    if any(check.modulo(node) for node in ast_nodes(tree, ast.BinOp)):
+        return True
+    return any(check.no_gpu(node.test) and any(_ast_exits(st, _ast_function(tree, node)) for st in node.body)
+               for node in ast_nodes(tree, ast.If))
 
 
 class Transformer(PatchCommand):

@@ -25,9 +25,19 @@ DDP = frozenset({"torch.nn.parallel.DistributedDataParallel",
 SIMPLE = (cst.Name, cst.Attribute)
 
 
+def _ast_target(value: ast.AST) -> bool:
+    """A device argument _plan would rewrite: neither None nor already `... if ... else None`."""
+    if isinstance(value, ast.Constant) and value.value is None:
+        return False
+    return not (isinstance(value, ast.IfExp) and any(isinstance(v, ast.Constant) and v.value is None
+                                                     for v in (value.body, value.orelse)))
+
+
 def screen(tree: ast.Module) -> bool:
-    """Cheap pre-check on Python's own parse: a DistributedDataParallel call with device arguments."""
-    return any(len(c.args) > 1 or any(k.arg in ("device_ids", "output_device") for k in c.keywords)
+    """Cheap pre-check on Python's own parse: a DistributedDataParallel call with a device argument that is
+    neither None nor already keyed to None."""
+    return any(any(_ast_target(a) for a in c.args[1:3]) or any(
+        k.arg in ("device_ids", "output_device") and _ast_target(k.value) for k in c.keywords)
                for c in ast_calls(tree, {"DistributedDataParallel"}))
 
 

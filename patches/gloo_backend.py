@@ -12,7 +12,7 @@ from libcst.metadata import ParentNodeProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import (
-    ancestors, assigned_names, ast_calls, ast_ident, calls_to, is_none, lookup, enclosing_statement, get_arg, literal_text, mentions_cuda, parenthesize,
+    ancestors, assigned_names, ast_calls, ast_ident, ast_nodes, calls_to, is_none, lookup, enclosing_statement, get_arg, literal_text, mentions_cuda, parenthesize,
     qualified_names, walk,
 )
 
@@ -52,7 +52,7 @@ def _ast_has_nccl(node: ast.AST) -> bool:
 def _ast_nccl_idents(tree: ast.Module) -> set[str]:
     """Identifiers that may carry an NCCL backend: assigned, defaulted, passed or returned with one."""
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast_nodes(tree, ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.AsyncFunctionDef, ast.Call):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _ast_has_nccl(node.value):
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                 for sub in ast.walk(target):

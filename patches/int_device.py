@@ -24,7 +24,7 @@ from libcst.metadata import ClassScope, ComprehensionScope, FunctionScope, Posit
     QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, nodes_of
+from distdoctor.patching.cstutil import ast_ident, ast_nodes, ast_plain_string, nodes_of
 
 PATCH = PatchInfo(
     id="int_device",
@@ -106,6 +106,16 @@ def _ast_gpu_string(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda")
 
 
+def _ast_sure_gpu_string(node: ast.AST) -> bool:
+    """is_gpu_string() surely holds (Python's own parse; only plain literals, so never more than libcst's
+    answer: what a guard test needs, where over-approximating would skip code the Transformer rewrites)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.Add)):
+        return _ast_sure_gpu_string(node.left)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        node = node.func.value
+    return (ast_plain_string(node) or "").startswith("cuda")
+
+
 def _ast_gpu_location(node: ast.AST, gpu_names: set[str]) -> bool:
     """Transformer._is_gpu_location, with a name counted as a GPU when any assignment makes it one."""
     if _ast_index(node) or _ast_gpu_string(node):
@@ -120,17 +130,15 @@ def screen(tree: ast.Module) -> bool:
     """Cheap pre-check on Python's own parse: a .to()/.cuda() of an index, or a map_location that is
     (or names) a GPU index or CUDA device."""
     gpu_names: set[str] | None = None
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
+    for node in ast_nodes(tree, ast.Call):
         func = node.func
         locations = [k.value for k in node.keywords if k.arg == "map_location"]
         if isinstance(func, ast.Attribute) and func.attr == "load" and len(node.args) >= 2:
             locations.append(node.args[1])
         if locations:
             if gpu_names is None:
-                gpu_names = {t.id for a in ast.walk(tree) if isinstance(a, ast.Assign)
-                             and _ast_gpu_location(a.value, set())
+                gpu_names = {t.id for a in ast_nodes(tree, ast.Assign)
+                             if _ast_gpu_location(a.value, set())
                              for t in a.targets if isinstance(t, ast.Name)}
             if any(_ast_gpu_location(loc, gpu_names) for loc in locations):
                 return True
@@ -267,8 +275,9 @@ class Transformer(PatchCommand):
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         args = list(updated_node.args)
         method = None
-        if m.matches(original_node.func, m.Attribute(attr=m.Name("to") | m.Name("cuda"))):
-            method = original_node.func.attr.value
+        func = original_node.func  # isinstance, not a matcher: this runs for every call of the file
+        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
+            method = func.attr.value
         is_load = bool({q.name for q in self.get_metadata(QualifiedNameProvider, original_node.func, set())} & _LOADERS)
         positional = [i for i, a in enumerate(original_node.args) if a.keyword is None and not a.star]
         changed = False

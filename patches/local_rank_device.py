@@ -21,7 +21,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ClassScope, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, get_arg, literal_text, nodes_of, walk
+from distdoctor.patching.cstutil import ast_ident, ast_nodes, get_arg, literal_text, nodes_of, walk
 
 PATCH = PatchInfo(
     id="local_rank_device",
@@ -99,7 +99,7 @@ def _ast_taint(tree: ast.Module, tainted: set[str]) -> None:
     """One round of _ast_global's names: assignments (tuples element-wise), class fields and argparse
     defaults (as ".attr"), functions returning a global rank (as "()name", tuple elements included), and
     the parameters of functions called with one."""
-    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    defs = ast_nodes(tree, ast.FunctionDef, ast.AsyncFunctionDef)
     for func in defs:
         for ret in ast.walk(func):
             if isinstance(ret, ast.Return) and ret.value is not None:
@@ -107,7 +107,7 @@ def _ast_taint(tree: ast.Module, tainted: set[str]) -> None:
                 if any(_ast_global(v, tainted) for v in values):
                     tainted.add("()" + func.name)
     params = {f.name: [a.arg for a in f.args.posonlyargs + f.args.args] for f in defs}
-    for node in ast.walk(tree):
+    for node in ast_nodes(tree, ast.Call, ast.ClassDef, ast.Assign, ast.AnnAssign):
         if isinstance(node, ast.Call):
             name = ast_ident(node.func)
             values = list(node.args) + [k.value for k in node.keywords]
@@ -146,7 +146,8 @@ def screen(tree: ast.Module) -> bool:
     tainted: set[str] = set()
     for _ in range(3):
         _ast_taint(tree, tainted)
-    return any(_ast_global(arg, tainted) for node in ast.walk(tree) for arg in _ast_sink_args(node))
+    return any(_ast_global(arg, tainted) for node in ast_nodes(tree, ast.Call, ast.JoinedStr)
+               for arg in _ast_sink_args(node))
 
 
 def _is_local_name(name: str) -> bool:

@@ -35,7 +35,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident
+from distdoctor.patching.cstutil import ast_ident, ast_nodes
 
 PATCH = PatchInfo(
     id="sdpa_force",
@@ -181,7 +181,7 @@ def _ast_selects(tree: ast.Module) -> bool:
     """Whether the Transformer could find a selection to switch in a file that loads no kernel itself: an
     `if`/`... if ... else ...` choosing by a Name or string _CHOICE knows with flash in a branch, a decision
     assigned to a flash-named target, or a module-level `*override* = None` hook."""
-    for node in ast.walk(tree):
+    for node in ast_nodes(tree, ast.If, ast.IfExp, ast.Assign):
         if isinstance(node, (ast.If, ast.IfExp)):
             leaves = [n.id if isinstance(n, ast.Name) else n.value for n in ast.walk(node.test)
                       if isinstance(n, ast.Name) or (isinstance(n, ast.Constant) and isinstance(n.value, str))]
@@ -204,7 +204,7 @@ def screen(tree: ast.Module) -> bool:
     """Cheap pre-check on Python's own parse: the same test as loads_kernel(); where only a CUDA-only
     flash op of torch is named (no kernel imported), also a selection the Transformer could switch."""
     names_op = False
-    for node in ast.walk(tree):
+    for node in ast_nodes(tree, ast.Import, ast.ImportFrom, ast.Call, ast.Attribute):
         if isinstance(node, ast.Import) and any(is_kernel_module(a.name) for a in node.names):
             return True
         if isinstance(node, ast.ImportFrom) and not node.level and node.module and is_kernel_module(node.module):

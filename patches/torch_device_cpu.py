@@ -23,8 +23,8 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider, QualifiedNameProvider
 
 from distdoctor.patching.base import GuardAwareCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, get_arg, qualified_names, walk
-from .int_device import _ast_gpu_string, is_gpu_string
+from distdoctor.patching.cstutil import ast_guarded, ast_ident, ast_nodes, get_arg, qualified_names, walk
+from .int_device import _ast_gpu_string, _ast_sure_gpu_string, is_gpu_string
 
 PATCH = PatchInfo(
     id="torch_device_cpu",
@@ -53,30 +53,53 @@ def _ast_cuda_device(node: ast.AST) -> bool:
     return any(k.arg == "type" and _ast_gpu_string(k.value) for k in node.keywords)
 
 
-def screen(tree: ast.Module) -> bool:
-    """A distributed file with a CUDA torch.device, set_device_index or get_default_backend_for_device."""
-    found, distributed = False, False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            name = ast_ident(node.func)
-            distributed = distributed or name in DISTRIBUTED
-            found = found or name in ("set_device_index", "get_default_backend_for_device") \
-                or _ast_cuda_device(node)
-            if found and distributed:
-                return True
-    return False
+GUARD_NAMES = frozenset({"is_available", "is_cuda", "device_count"})
 
 
 def _guards(test: cst.BaseExpression) -> bool:
     """A test that checks for CUDA or an accelerator (`torch.cuda.is_available()`, `x.is_cuda`, ...) or
     compares with a CUDA device name (`device_type == "cuda"`, `"cuda" in device`)."""
     for n in walk(test):
-        if isinstance(n, cst.Name) and n.value in ("is_available", "is_cuda", "device_count"):
+        if isinstance(n, cst.Name) and n.value in GUARD_NAMES:
             return True
         if isinstance(n, cst.Comparison) and any(is_gpu_string(part) for part in
                                                  [n.left, *(c.comparator for c in n.comparisons)]):
             return True
     return False
+
+
+def ast_guards(test: ast.AST) -> bool:
+    """_guards() surely holds for this test on Python's own parse (every Name of libcst's tree is a Name or
+    an attribute's name there; only plain CUDA literals count): a screen may skip what such a test guards."""
+    for n in ast.walk(test):
+        if isinstance(n, ast.Name) and n.id in GUARD_NAMES or isinstance(n, ast.Attribute) and n.attr in GUARD_NAMES:
+            return True
+        if isinstance(n, ast.Compare) and any(_ast_sure_gpu_string(p) for p in [n.left, *n.comparators]):
+            return True
+    return False
+
+
+def _ast_first_args(call: ast.Call) -> list[ast.AST]:
+    """What libcst's first argument of call may hold: the first positional one's value (a `*x` one's x), or
+    the first keyword's (a `**x` one's x), as keywords may come before a `*x` in the source."""
+    first = call.args[:1] + [k.value for k in call.keywords[:1]]
+    return [a.value if isinstance(a, ast.Starred) else a for a in first]
+
+
+def screen(tree: ast.Module) -> bool:
+    """A distributed file with a CUDA torch.device, set_device_index or get_default_backend_for_device
+    outside a test that already decides on CUDA (the Transformer leaves those alone)."""
+    calls = ast_nodes(tree, ast.Call)
+    if not any(ast_ident(node.func) in DISTRIBUTED for node in calls):
+        return False
+    found = [node for node in calls if _ast_cuda_device(node) or ast_ident(node.func) == "get_default_backend_for_device"
+             and any(isinstance(v, (ast.Name, ast.Attribute, ast.Call)) for v in _ast_first_args(node))]
+    found += [node for node in ast_nodes(tree, ast.Expr)
+              if isinstance(node.value, ast.Call) and ast_ident(node.value.func) == "set_device_index"]
+    if not found:
+        return False
+    guarded = ast_guarded(tree, ast_guards)
+    return any(id(node) not in guarded for node in found)
 
 
 class Transformer(GuardAwareCommand):
@@ -130,7 +153,8 @@ class Transformer(GuardAwareCommand):
         if self.guarded or len(original_node.body) != 1:
             return updated_node
         expr = original_node.body[0]
-        if not (m.matches(expr, m.Expr(value=m.Call())) and qualified_names(self, expr.value.func) & SET_INDEX):
+        if not (isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call)
+                and qualified_names(self, expr.value.func) & SET_INDEX):
             return updated_node
         AddImportsVisitor.add_needed_import(self.context, "torch")
         self.record(original_node, f"set_device_index runs only when {ACC_GUARD}")

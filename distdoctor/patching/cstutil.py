@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import heapq
 from typing import Iterator, Mapping
 
 import libcst as cst
@@ -205,18 +206,68 @@ def ast_ident(node: ast.AST) -> str | None:
 def ast_aliases(tree: ast.Module, names: set[str]) -> set[str]:
     """names plus the local names they are imported under (`from m import name as local`)."""
     out = set(names)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if alias.name in names and alias.asname:
-                    out.add(alias.asname)
+    for node in ast_nodes(tree, ast.ImportFrom):
+        for alias in node.names:
+            if alias.name in names and alias.asname:
+                out.add(alias.asname)
     return out
 
 
 def ast_calls(tree: ast.Module, names: set[str]) -> list[ast.Call]:
     """Calls whose callee's last identifier is one of names or an alias of one."""
     idents = ast_aliases(tree, names)
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast_ident(n.func) in idents]
+    return [n for n in ast_nodes(tree, ast.Call) if ast_ident(n.func) in idents]
+
+
+_AST_INDEX: list = [None, [], {}]  # the tree last asked, its nodes in ast.walk order, their indexes by class
+
+
+def ast_nodes(tree: ast.AST, *types: type) -> list[ast.AST]:
+    """Every node of tree whose class is one of types, in ast.walk order (do not change the list).
+
+    The engine screens one tree at a time with every patch's screen: the tree is walked once and indexed
+    by node class, and each screen reads only the classes it asks for instead of walking it again."""
+    if _AST_INDEX[0] is not tree:
+        order = list(ast.walk(tree))
+        by_class: dict = {}
+        for i, node in enumerate(order):
+            by_class.setdefault(type(node), []).append(i)
+        _AST_INDEX[:] = [tree, order, {(t,): [order[i] for i in found] for t, found in by_class.items()},
+                         by_class]
+    found = _AST_INDEX[2].get(types)
+    if found is None:
+        order, by_class = _AST_INDEX[1], _AST_INDEX[3]
+        found = _AST_INDEX[2][types] = [order[i] for i in heapq.merge(*(by_class.get(t, ()) for t in types))]
+    return found
+
+
+def ast_guarded(tree: ast.AST, guard) -> set[int]:
+    """ids of the nodes inside an `if` statement or conditional expression (test, body or else) whose test
+    passes guard(test), as GuardAwareCommand counts them."""
+    out: set[int] = set()
+    for node in ast_nodes(tree, ast.If, ast.IfExp):  # ast.walk order: an enclosing test comes first
+        if id(node) not in out and guard(node.test):
+            out.update(id(n) for n in ast.walk(node))
+    return out
+
+
+def ast_plain_string(node: ast.AST) -> str | None:
+    """The value of a str constant written as one plain quoted literal ("cuda", not "cu" "da", r"cuda" or
+    "cu\\x64a"), which libcst parses as one SimpleString; None otherwise. Python's parser merges
+    implicitly concatenated literals: only the span (one line, value plus two quotes) tells them apart."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return None
+    if node.lineno != node.end_lineno or node.end_col_offset - node.col_offset != len(node.value.encode()) + 2:
+        return None
+    return node.value
+
+
+def ast_root_name(node: ast.AST) -> str | None:
+    """The name a dotted expression starts from, through attributes, calls and subscripts as libcst's
+    get_full_name_for_node follows them (`self.streams[-1].synchronize` -> self); None for anything else."""
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 _LAST_INDEX: tuple[object, dict] = (None, {})

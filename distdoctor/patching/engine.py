@@ -131,9 +131,10 @@ FALLBACKS = [0]  # files patched one patch at a time because the shared pass div
 
 def _wrap(module: cst.Module) -> MetadataWrapper:
     """One metadata resolution: a wrapper whose position, parent and qualified-name tables come from one
-    tracking code generation (distdoctor.patching.fastmeta); scopes are resolved by libcst on first use."""
+    tracking code generation (distdoctor.patching.fastmeta); scopes are resolved by libcst's providers on
+    first use (fastmeta.Wrapper runs them without the batched traversal)."""
     RESOLUTIONS[0] += 1
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    wrapper = fastmeta.Wrapper(module, unsafe_skip_copy=True)
     fastmeta.seed(wrapper)
     return wrapper
 
@@ -285,7 +286,9 @@ class _Combined(cst.CSTTransformer):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         blocked = self.blocked
-        for i, fn in self._table(self._visits, "visit_", type(node).__name__):
+        name = type(node).__name__
+        fns = self._visits.get(name)  # looked up here first: this runs for every node
+        for i, fn in self._table(self._visits, "visit_", name) if fns is None else fns:
             if blocked[i] is None and self._call(i, fn, node) is False:
                 blocked[i] = node
         self._below.append(None)
@@ -296,7 +299,8 @@ class _Combined(cst.CSTTransformer):
         kind = type(original_node)
         current = updated_node
         touched = self._below.pop()
-        for i, fn in self._table(self._leaves, "leave_", kind.__name__):
+        fns = self._leaves.get(kind.__name__)
+        for i, fn in self._table(self._leaves, "leave_", kind.__name__) if fns is None else fns:
             if blocked[i] is not None and blocked[i] is not original_node:
                 continue
             given = current if type(current) is kind else updated_node
