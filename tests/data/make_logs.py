@@ -165,6 +165,11 @@ def _two_plain_ranks(case: Case) -> list[str]:
     return ["bash", "-c", f"{rank(0)} & {rank(1)}; wait"]
 
 
+def _low_fd_limit(case: Case) -> list[str]:
+    """torchrun under `ulimit -n 128` (a low open-files limit, as on some clusters and containers)."""
+    return ["bash", "-c", f"ulimit -n 128; {shlex.join(_default_cmd(case))}"]
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -517,6 +522,16 @@ CASES: list[Case] = [
          expect=["Running tokenizer on train dataset", "Timed out waiting 5000ms for"], nproc=3,
          notes="as gen_prework_late_rank on 3 ranks: ranks 1 and 2 time out in the barrier, rank 0 (still "
                "'tokenising') reports nothing, so its peers name it."),
+    Case("gen_dataloader_fd_limit", "dataloader_fd_limit", "fail_dataloader_fd_limit.py", None,
+         expect=["Too many open files. Communication with the workers is no longer possible"], cmd=_low_fd_limit,
+         notes="each rank's DataLoader (4 workers, the default file_descriptor sharing strategy) hands over "
+               "batches of 16 tensors and the loop keeps every batch, so each received tensor holds a "
+               "descriptor; under ulimit -n 128 both ranks stop with torch's 'Too many open files' message."),
+    Case("gen_dataloader_fd_ancdata", "dataloader_fd_limit", "fail_dataloader_fd_limit.py", None,
+         expect=["RuntimeError: received 0 items of ancdata"], script_args=["--workers", "2"], cmd=_low_fd_limit,
+         notes="as gen_dataloader_fd_limit with 2 workers per rank: the descriptor runs out while "
+               "multiprocessing receives one (rebuild_storage_fd), and the error is 'received 0 items of "
+               "ancdata'."),
     Case("gen_makedirs_race", "download_race", "fail_makedirs_race.py", 1,
          expect=["FileExistsError"], script_args=["--out", "/tmp/distdoctor-makedirs-race"],
          setup=_fresh_dir, attempts=3,
