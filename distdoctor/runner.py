@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -32,6 +33,11 @@ def torchrun_cmd(script: str | Path, nproc: int = 2, script_args: list[str] | tu
     if script_args:
         cmd += ["--", *script_args]
     return cmd
+
+
+def with_open_files_limit(cmd: list[str], limit: int) -> list[str]:
+    """cmd run by bash after `ulimit -n limit` (a low open-files limit, as some clusters and containers set)."""
+    return ["bash", "-c", f"ulimit -n {limit}; {shlex.join(cmd)}"]
 
 
 def run(cmd: list[str], timeout: float = 120, cwd: str | Path | None = None,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from distdoctor.diagnose.engine import diagnose_text
-from distdoctor.runner import finished_despite_teardown_abort, run_torchrun
+from distdoctor.runner import (finished_despite_teardown_abort, run, run_torchrun, succeeded, torchrun_cmd,
+                               with_open_files_limit)
 
 HEAD = "import torch, torch.distributed as dist\ndist.init_process_group('gloo')\n"
 
@@ -106,3 +107,42 @@ def test_rank_start_skew_not_after_many_collectives() -> None:
                 "ran for 600020 milliseconds before timing out.")
     got = [c["id"] for c in diagnose_text(f"{prework}\n{watchdog}\n")["causes"]]
     assert "rank_start_skew" not in got and got[0] == "collective_timeout", got
+
+
+FD_PROGRAM = Path(__file__).resolve().parent.parent / "evals" / "programs" / "fail_dataloader_fd_limit.py"
+FD_MESSAGES = ("Too many open files. Communication with the workers is no longer possible",
+               "received 0 items of ancdata")
+
+
+def _run_under_fd_limit(*script_args: str):
+    return run(with_open_files_limit(torchrun_cmd(FD_PROGRAM, 2, script_args), 128), timeout=90)
+
+
+@pytest.mark.torchrun
+def test_dataloader_fd_limit_names_the_cause() -> None:
+    """Under `ulimit -n 128`, DataLoader workers (file_descriptor sharing) exhaust each rank's descriptors: torch
+    says so in one of its two wordings, the diagnosis names dataloader_fd_limit from that line, and no rank went
+    first (both ranks load alike). With the entry's fix, file_system sharing, the same run completes."""
+    res = _run_under_fd_limit()
+    assert not res.timed_out and res.returncode != 0, res.output[-2000:]
+    assert any(m in res.output for m in FD_MESSAGES), res.output[-2000:]
+    got = diagnose_text(res.output)
+    assert got["causes"][0]["id"] == "dataloader_fd_limit", (got["causes"][:3], res.output[-1500:])
+    assert got["causes"][0]["level"] == "signature"
+    assert got["first_failure"]["rank"] is None, got["first_failure"]
+    fixed = _run_under_fd_limit("--sharing", "file_system")
+    assert not fixed.timed_out and succeeded(fixed), fixed.output[-2000:]
+
+
+def test_dataloader_fd_limit_not_a_small_shm() -> None:
+    """A worker's bus error (small /dev/shm, shm_too_small's quote) is not this cause, and a bare EMFILE outside
+    DataLoader/multiprocessing frames counts far less than one raised in multiprocessing's descriptor passing."""
+    bus = ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
+           "RuntimeError: DataLoader worker (pid 325) is killed by signal: Bus error.\n")
+    got = [c["id"] for c in diagnose_text(bus)["causes"]]
+    assert got[0] == "shm_too_small" and "dataloader_fd_limit" not in got, got
+    bare = 'Traceback (most recent call last):\n  File "serve.py", line 3, in <module>\nOSError: [Errno 24] Too many open files\n'
+    frame = '  File "/usr/lib/python3.6/multiprocessing/resource_sharer.py", line 48, in __init__\n'
+    scores = [next(c["score"] for c in diagnose_text(text)["causes"] if c["id"] == "dataloader_fd_limit")
+              for text in (bare, bare.replace("OSError", frame + "OSError"))]
+    assert scores[1] >= 4 * scores[0], scores

@@ -7,6 +7,7 @@ Run under a low open-files limit, e.g.
 With 4 workers per rank (the default) torch's DataLoader says "Too many open files. Communication with the
 workers is no longer possible"; with `--workers 2` the descriptor runs out inside multiprocessing's receive
 and the error is "received 0 items of ancdata" (here, torch 2.13.0+cpu). Expected cause dataloader_fd_limit.
+With `--sharing file_system` the same run completes under the same limit.
 """
 import argparse
 
@@ -31,7 +32,11 @@ class ManyFields(Dataset):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=4, help="DataLoader worker processes per rank")
+    parser.add_argument("--sharing", choices=sorted(torch.multiprocessing.get_all_sharing_strategies()),
+                        help="set this sharing strategy first (file_system is the entry's fix)")
     args = parser.parse_args()
+    if args.sharing:
+        torch.multiprocessing.set_sharing_strategy(args.sharing)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     loader = DataLoader(ManyFields(), batch_size=8, num_workers=args.workers)

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 import yaml  # noqa: E402
 
 from distdoctor.paths import ROOT  # noqa: E402
-from distdoctor.runner import RunResult, run, torchrun_cmd  # noqa: E402
+from distdoctor.runner import RunResult, run, torchrun_cmd, with_open_files_limit  # noqa: E402
 
 LOGS = ROOT / "tests" / "data" / "logs"
 PROGRAMS = "evals/programs"  # relative to ROOT, so tracebacks and torchrun's summary name it that way
@@ -166,8 +166,8 @@ def _two_plain_ranks(case: Case) -> list[str]:
 
 
 def _low_fd_limit(case: Case) -> list[str]:
-    """torchrun under `ulimit -n 128` (a low open-files limit, as on some clusters and containers)."""
-    return ["bash", "-c", f"ulimit -n 128; {shlex.join(_default_cmd(case))}"]
+    """torchrun under `ulimit -n 128`."""
+    return with_open_files_limit(_default_cmd(case), 128)
 
 
 def _free_port() -> int:
