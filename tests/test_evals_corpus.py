@@ -123,3 +123,5 @@ def test_run_evals_json_and_results_carry_the_corpus(tmp_path, capsys):
     out = __import__("json").loads(capsys.readouterr().out)
     assert out["corpus"]["splits"]["dev"]["n"] >= 40
     assert "## Real-log corpus" in results.read_text()
+    from distdoctor.diagnose import retrieval
+    assert retrieval._CORPUS_ROOT[0] is None  # --corpus does not outlive the run (retrieval indexes evals/corpus/)

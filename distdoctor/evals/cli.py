@@ -161,8 +161,11 @@ def main(argv: list[str] | None = None) -> int:
 
         refused: list[str] = []
         use_corpus(args.corpus)
-        scored = corpus.score_corpus(Path(args.corpus) if args.corpus else corpus.CORPUS, causes=causes,
-                                     errors=refused)
+        try:
+            scored = corpus.score_corpus(Path(args.corpus) if args.corpus else corpus.CORPUS, causes=causes,
+                                         errors=refused)
+        finally:
+            use_corpus(None)  # a later diagnosis in this process indexes evals/corpus/ again
         corpus_md = corpus.render_markdown(scored, refused)
         corpus_json = corpus.to_json(scored, refused)
         text += "\n\n" + corpus.render_text(scored)
