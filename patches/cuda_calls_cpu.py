@@ -31,8 +31,8 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 
-from distdoctor.patching.base import GuardAwareCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_guarded, ast_ident, ast_nodes, ast_root_name, qualified_names, walk
+from distdoctor.patching.base import InPlaceRewrite, PatchInfo
+from distdoctor.patching.cstutil import ast_any_unguarded, ast_ident, ast_nodes, ast_root_name, qualified_names, walk
 from .torch_device_cpu import _guards, ast_guards
 
 PATCH = PatchInfo(
@@ -168,13 +168,10 @@ def screen(tree: ast.Module) -> bool:
     found = [n for n in ast_nodes(tree, ast.Call) if _ast_candidate(n, imported)]
     found += [n for n in ast_nodes(tree, ast.Expr) if isinstance(n.value, ast.Call)
               and ast_ident(n.value.func) in raising and ast_root_name(n.value.func) in imported]
-    if not found:
-        return False
-    guarded = ast_guarded(tree, _ast_cuda_test)
-    return any(id(n) not in guarded for n in found)
+    return ast_any_unguarded(tree, found, _ast_cuda_test)
 
 
-class Transformer(GuardAwareCommand):
+class Transformer(InPlaceRewrite):
     """Guard `.cuda()` without an index and raising torch.cuda calls with torch.cuda.is_available()."""
 
     INFO = PATCH
@@ -183,7 +180,6 @@ class Transformer(GuardAwareCommand):
     def __init__(self, context, options=None) -> None:
         super().__init__(context, options)
         self.statements: set[int] = set()  # ids of calls that are a whole statement (guarded by an `if`)
-        self.bare: set[int] = set()  # ids of expressions that need no parentheses (argument, value, return)
 
     def visit_Module(self, node: cst.Module) -> bool:
         return any(isinstance(n, cst.Import) and any((cst.helpers.get_full_name_for_node(a.name) or "")
@@ -191,17 +187,6 @@ class Transformer(GuardAwareCommand):
                    or isinstance(n, cst.ImportFrom) and not n.relative and n.module is not None
                    and (cst.helpers.get_full_name_for_node(n.module) or "").split(".")[0] == "torch"
                    for n in walk(node))
-
-    # -- where a rewritten expression needs no parentheses -------------------------------------------
-    def visit_Arg(self, node: cst.Arg) -> None:
-        self.bare.add(id(node.value))
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self.bare.add(id(node.value))
-
-    def visit_Return(self, node: cst.Return) -> None:
-        if node.value is not None:
-            self.bare.add(id(node.value))
 
     # -- rewrites ----------------------------------------------------------------------------------------
     def _raising(self, call: cst.Call) -> bool:
@@ -243,10 +228,8 @@ class Transformer(GuardAwareCommand):
             AddImportsVisitor.add_needed_import(self.context, "torch")
             new = cst.IfExp(test=cst.parse_expression(GUARD), body=updated_node,
                             orelse=updated_node.args[0].value.with_changes(lpar=[], rpar=[]))
-            if id(original_node) not in self.bare:
-                new = new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             self.record(original_node, f"SyncBatchNorm only when {GUARD} (DDP refuses it on the CPU)")
-            return new
+            return self.in_place(original_node, new)
         if not _bare_cuda(original_node):
             return updated_node
         AddImportsVisitor.add_needed_import(self.context, "torch")
@@ -255,10 +238,8 @@ class Transformer(GuardAwareCommand):
         if _plain(original_node.func.value):
             new = cst.IfExp(test=cst.parse_expression(GUARD), body=updated_node,
                             orelse=receiver.with_changes(lpar=[], rpar=[]))
-            if id(original_node) not in self.bare:
-                new = new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             self.record(original_node, f"{code}: only when {GUARD}")
-            return new
+            return self.in_place(original_node, new)
         device = cst.Arg(cst.parse_expression(f'"cuda" if {GUARD} else "cpu"'))
         self.record(original_node, f"{code}: .to(\"cuda\" if {GUARD} else \"cpu\")")
         return updated_node.with_changes(func=updated_node.func.with_changes(attr=cst.Name("to")),

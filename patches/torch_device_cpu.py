@@ -22,8 +22,8 @@ import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider, QualifiedNameProvider
 
-from distdoctor.patching.base import GuardAwareCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_guarded, ast_ident, ast_nodes, get_arg, qualified_names, walk
+from distdoctor.patching.base import InPlaceRewrite, PatchInfo
+from distdoctor.patching.cstutil import ast_any_unguarded, ast_ident, ast_nodes, get_arg, qualified_names, walk
 from .int_device import _ast_gpu_string, _ast_sure_gpu_string, is_gpu_string
 
 PATCH = PatchInfo(
@@ -96,31 +96,15 @@ def screen(tree: ast.Module) -> bool:
              and any(isinstance(v, (ast.Name, ast.Attribute, ast.Call)) for v in _ast_first_args(node))]
     found += [node for node in ast_nodes(tree, ast.Expr)
               if isinstance(node.value, ast.Call) and ast_ident(node.value.func) == "set_device_index"]
-    if not found:
-        return False
-    guarded = ast_guarded(tree, ast_guards)
-    return any(id(node) not in guarded for node in found)
+    return ast_any_unguarded(tree, found, ast_guards)
 
 
-class Transformer(GuardAwareCommand):
+class Transformer(InPlaceRewrite):
     """Give hard-coded CUDA devices and accelerator calls a CPU path."""
 
     INFO = PATCH
     guard_depth = staticmethod(_guards)  # enclosing tests that already decide on CUDA
     METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider)
-
-    def __init__(self, context, options=None) -> None:
-        super().__init__(context, options)
-        self.bare: set[int] = set()  # ids of expressions that need no parentheses (argument, value, return)
-
-    def visit_Arg(self, node: cst.Arg) -> None:
-        self.bare.add(id(node.value))
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self.bare.add(id(node.value))
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self.bare.add(id(node.value))
 
     def _cuda_device(self, call: cst.Call) -> bool:
         if not qualified_names(self, call.func) & TORCH_DEVICE:
@@ -135,11 +119,9 @@ class Transformer(GuardAwareCommand):
             AddImportsVisitor.add_needed_import(self.context, "torch")
             new = cst.IfExp(test=cst.parse_expression(GUARD), body=updated_node,
                             orelse=cst.parse_expression('torch.device("cpu")'))
-            if id(original_node) not in self.bare:
-                new = new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             code = cst.Module([]).code_for_node(original_node)
             self.record(original_node, f"{code} -> CPU device unless {GUARD}")
-            return new
+            return self.in_place(original_node, new)
         if qualified_names(self, original_node.func) & BACKEND_FOR and updated_node.args:
             arg = updated_node.args[0]
             if isinstance(arg.value, (cst.Name, cst.Attribute, cst.Call)):

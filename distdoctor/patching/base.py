@@ -113,3 +113,29 @@ class GuardAwareCommand(PatchCommand):
     def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
         self.guarded -= type(self).guard_depth(original_node.test)
         return updated_node
+
+
+class InPlaceRewrite(GuardAwareCommand):
+    """A guard-aware patch that puts a conditional expression where an expression was: `self.bare` holds the
+    ids of the expressions that stand alone (an argument, an assigned or returned value), which need no
+    parentheses around what replaces them (`in_place`)."""
+
+    def __init__(self, context: CodemodContext, options: PatchOptions | None = None) -> None:
+        super().__init__(context, options)
+        self.bare: set[int] = set()
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        self.bare.add(id(node.value))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.bare.add(id(node.value))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.bare.add(id(node.value))
+
+    def in_place(self, original: cst.CSTNode, new: cst.BaseExpression) -> cst.BaseExpression:
+        """`new` to stand where `original` was: parenthesized unless `original` stood alone."""
+        if id(original) in self.bare:
+            return new
+        return new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])

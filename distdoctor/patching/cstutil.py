@@ -251,6 +251,15 @@ def ast_guarded(tree: ast.AST, guard) -> set[int]:
     return out
 
 
+def ast_any_unguarded(tree: ast.AST, nodes: list[ast.AST], guard) -> bool:
+    """Whether one of `nodes` lies outside every `if` / conditional expression whose test passes guard(test)
+    (the guarded regions are computed only when there is a node to ask about)."""
+    if not nodes:
+        return False
+    guarded = ast_guarded(tree, guard)
+    return any(id(node) not in guarded for node in nodes)
+
+
 def ast_plain_string(node: ast.AST) -> str | None:
     """The value of a str constant written as one plain quoted literal ("cuda", not "cu" "da", r"cuda" or
     "cu\\x64a"), which libcst parses as one SimpleString; None otherwise. Python's parser merges
