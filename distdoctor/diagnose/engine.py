@@ -33,6 +33,11 @@ STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), o
 SIMILAR_WEIGHT = 1.5     # the cause with the most BM25 neighbours' votes (cross-validated: retrieval_cv)
 HEAD_BYTES = 16384       # of the input kept for retrieval
 MAX_COMPARED = 8         # error events besides the first failure compared with known failures
+ALTERNATIVES = 2         # causes after a confident top cause: what a top-3 needs
+# a BM25 neighbour's share of the best cause's votes that makes it an alternative: on the train split (5 folds,
+# `python -m distdoctor.evals.retrieval_cv --shares`) a cause retrieval ranks second or lower is right 0-2% of the
+# time under 0.2, 2.8% at 0.2-0.3 (a guess among 53 causes: 1.9%) and 8-14% at 0.3 and above (printed logs)
+ALT_SIMILAR_MIN = 0.3
 
 
 class _Tally:
@@ -334,6 +339,10 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                        "patch": e.patch, **calibrate.patch_gate(e.patch, tally.patch_shown),
                        "check": calibrate.check_for(e), "evidence": evidence[:MAX_EVIDENCE]})
     verdict = calibrate.verdict(causes)
+    if verdict == "confident" and len(causes) <= ALTERNATIVES:
+        causes += _alternatives(builder, first, references_root, context, matcher, tally.head, causes)
+    for i, c in enumerate(causes):
+        c["role"] = "candidate" if verdict != "confident" else "top" if i == 0 else "alternative"
     top = matcher.entries[causes[0]["id"]] if verdict == "confident" else None
     ff = None
     if first_line is not None:
@@ -434,6 +443,52 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
             item["file"] = "<context>"
         scores[m.cause] += SIMILAR_WEIGHT * m.score / (1 + rank_)  # agreeing with the words adds up
         evidence_of.setdefault(m.cause, []).append(item)
+
+
+def _alternatives(builder: EventBuilder, first: Event | None, references_root, context: str | None,
+                  matcher: Matcher, head: bytes, causes: list[dict]) -> list[dict]:
+    """What else a confident answer's log is like, after the causes already scored: known failures with the same
+    template (`structural`), then BM25 neighbours with at least ALT_SIMILAR_MIN of the best cause's votes
+    (`similar`); each with what to check and never a patch. They come after every scored cause, so the top
+    cause, its level and its fix stay as they were."""
+    from distdoctor.diagnose.retrieval import known_failures
+
+    known = known_failures(str(references_root) if references_root else None)
+    events = _compared_events(builder, first)
+    failures = [structure.failure_of(e) for e in events]
+    same_op = any((mm := structure.collective_mismatch(f.message)) is not None and mm.same_op for f in failures)
+    taken = {c["id"] for c in causes}
+    out: list[dict] = []
+
+    def add(cause: str, score: float, ev: dict) -> None:
+        if len(causes) + len(out) > ALTERNATIVES or cause in taken or cause not in matcher.entries \
+                or (same_op and cause == structure.MISMATCH_CAUSE):
+            return
+        taken.add(cause)
+        ev["level"] = calibrate.level_of(ev)
+        e = matcher.entries[cause]
+        out.append({"id": cause, "score": round(score, 2), "level": ev["level"], "title": e.title, "entry": e.anchor,
+                    "patch": None, "patch_ready": False, "patch_note": None, "check": calibrate.check_for(e),
+                    "evidence": [ev]})
+
+    for i, (event, f) in enumerate(zip(events, failures)):
+        key = event.key_line()
+        for m in known.structural([f]):
+            add(m.cause, (STRUCTURAL_WEIGHT if i == 0 else STRUCTURAL_WEIGHT / 2) * m.score,
+                {"file": key.file, "line": key.line, "text": key.text[:500], "rank": key.rank, "kind": "structural",
+                 "proves": f"{f.exc_type} with the same message template as a known {m.cause} failure "
+                           f"({m.where}: {m.text[:160]!r})"})
+    if len(causes) + len(out) > ALTERNATIVES:
+        return out  # retrieval is not needed (nor its import)
+    from_log = bool(failures or _plain(head))
+    for i, m in enumerate(known.similar(_query(failures, head, context))):
+        if m.score >= ALT_SIMILAR_MIN:
+            add(m.cause, SIMILAR_WEIGHT * m.score / (1 + i),
+                {"file": m.where if from_log else "<context>", "line": None, "text": m.text, "rank": None,
+                 "kind": "similar" if from_log else "keyword",
+                 "proves": f"{'the log' if from_log else 'your description'} is also like {m.doc_id} (BM25 "
+                           f"neighbours' votes: {m.score:.2f} of the best cause's)"})
+    return out
 
 
 def _compared_events(builder: EventBuilder, first: Event | None) -> list[Event]:

@@ -38,6 +38,26 @@ def _candidates(out: list[str], causes: list[dict], has_failure: bool) -> None:
     out.append("No fix or patch is proposed until one of these is confirmed by the logs.")
 
 
+ALSO_SHOWN = 2  # alternatives shown with their evidence and what to check; the rest by name
+
+
+def _also_consider(out: list[str], others: list[dict]) -> None:
+    """The causes after a confident top cause: what else the evidence supports, each with what it rests on and
+    what to check; no fix or patch is proposed for them."""
+    if not others:
+        return
+    out.append("Also consider (no fix proposed: confirm one in the logs first):")
+    for c in others[:ALSO_SHOWN]:
+        out.append(f"  - {c['id']} — {c['title']}  (score {c['score']}; rests on: "
+                   f"{LEVEL_WORDS[c.get('level', 'words')]})")
+        for e in c["evidence"][:1]:
+            out.append(f"      {_where(e)}: {_clip(e['proves'], 150)}")
+        out.append(f"      check: {_clip(c.get('check') or c['entry'], 220)}")
+    if others[ALSO_SHOWN:]:
+        out.append("  weaker: " + ", ".join(f"{c['id']} ({c['score']}, {c.get('level', '?')})"
+                                             for c in others[ALSO_SHOWN:ALSO_SHOWN + 4]))
+
+
 def render(result: dict) -> str:
     out: list[str] = []
     st = result.get("stats", {})
@@ -111,9 +131,7 @@ def render(result: dict) -> str:
         out.append(f"Read: {result['entry']}")
         if result.get("verify"):
             out.append(f"Verify: {result['verify']}")
-        if len(causes) > 1:
-            out.append("Other candidates: " + ", ".join(f"{c['id']} ({c['score']}, {c.get('level', '?')})"
-                                                        for c in causes[1:6]))
+        _also_consider(out, causes[1:])
     for f in result.get("checker") or []:
         out.append(f"Checker: {f['path']}:{f['line']}:{f['col']}: {f['code']} {f['message']} "
                    f"[{f['cause']}] (found in the failing traceback's code; `check_repo.py` catches it before launch)")

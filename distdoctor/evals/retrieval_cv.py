@@ -5,9 +5,12 @@ scored with its cases removed from the retrieval index, so a setting is judged o
 - `retrieval`: every train case's retrieval query (engine.retrieval_query: what the diagnosis compares with known
   failures) ranked against the knowledge base and the other folds' cases; top-1 / top-3 of the causes named;
 - `diagnosis`: the whole diagnosis of each case with its fold left out of retrieval: top-1 / top-3 over all cases,
-  and over the cases whose answer rests on retrieval (no signature or structure makes it confident).
+  and over the cases whose answer rests on retrieval (no signature or structure makes it confident);
+- `shares` (--shares): how often a cause retrieval ranks second or lower is the case's cause, by its share of the
+  best cause's votes (what engine.ALT_SIMILAR_MIN, the evidence an alternative after a confident cause needs,
+  was chosen from).
 
-    python -m distdoctor.evals.retrieval_cv [--corpus DIR] [--folds K] [--json]
+    python -m distdoctor.evals.retrieval_cv [--corpus DIR] [--folds K] [--json] [--shares]
 """
 
 from __future__ import annotations
@@ -69,6 +72,36 @@ def retrieval_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path 
     return tally.as_dict()
 
 
+SHARE_BINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
+
+
+def share_precision(root: Path = CORPUS, folds: int = FOLDS, references_root: Path | None = None) -> dict:
+    """Per text kind (printed, prose) and share bin [lo, hi): how many causes retrieval ranked second or lower
+    with that share of the best cause's votes, and how many of them were the case's cause; `causes`: how many
+    causes retrieval can name (1 / causes is a guess's precision)."""
+    from distdoctor import paths
+    from distdoctor.diagnose import retrieval
+    from distdoctor.diagnose.engine import retrieval_query
+    from distdoctor.diagnose.retrieval import KnownFailures, documents
+
+    docs = documents(str(references_root or paths.REFERENCES), str(root))
+    out: dict = {"causes": len({d[1] for d in docs}), "bins": list(SHARE_BINS), "printed": {}, "prose": {}}
+    saved = retrieval.SIMILAR_TOP, retrieval.SIMILAR_MIN
+    retrieval.SIMILAR_TOP, retrieval.SIMILAR_MIN = len(docs), 0.0  # every cause the neighbours vote for
+    try:
+        for fold in folds_of(train_cases(str(root)), folds):
+            ids = {f"corpus:{c.id}" for c in fold}
+            known = KnownFailures([d for d in docs if d[0] not in ids])
+            for c in fold:
+                for m in known.similar(retrieval_query(c.log, c.context or None, references_root))[1:]:
+                    lo = max(b for b in SHARE_BINS[:-1] if b <= m.score)
+                    n, k = out[c.text if c.text == "prose" else "printed"].get(lo, (0, 0))
+                    out[c.text if c.text == "prose" else "printed"][lo] = (n + 1, k + (m.cause == c.cause))
+    finally:
+        retrieval.SIMILAR_TOP, retrieval.SIMILAR_MIN = saved
+    return out
+
+
 def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path | None = None) -> dict:
     """The whole diagnosis, each fold with its cases left out of retrieval."""
     from distdoctor.diagnose import diagnose_text
@@ -102,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, default=CORPUS, help="corpus folder (default evals/corpus/)")
     ap.add_argument("--folds", type=int, default=FOLDS, help=f"number of folds (default {FOLDS})")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--shares", action="store_true", help="only the precision of retrieval's second and later "
+                                                           "causes per share of the best cause's votes")
     args = ap.parse_args(argv)
     if args.folds < 2:
         print(f"retrieval_cv: --folds {args.folds}: at least 2 folds are needed", file=sys.stderr)
@@ -112,6 +147,20 @@ def main(argv: list[str] | None = None) -> int:
     if not train_cases(str(args.corpus)):
         print(f"retrieval_cv: --corpus {args.corpus}: no train case in it", file=sys.stderr)
         return 2
+    if args.shares:
+        sh = share_precision(args.corpus, args.folds)
+        if args.json:
+            print(json.dumps({k: ({str(b): v for b, v in t.items()} if isinstance(t, dict) else t)
+                              for k, t in sh.items()}, indent=2))
+            return 0
+        print(f"retrieval's second and later causes, {args.folds} folds of the train split of {args.corpus} "
+              f"(a guess among {sh['causes']} causes: {100 / sh['causes']:.1f}%)")
+        for text in ("printed", "prose"):
+            for lo, hi in zip(SHARE_BINS, SHARE_BINS[1:]):
+                n, k = sh[text].get(lo, (0, 0))
+                print(f"  {text:<7} share [{lo:.2f}, {hi:.2f}{']' if hi == 1 else ')'}  {k}/{n} right"
+                      + (f" ({100 * k / n:.1f}%)" if n else ""))
+        return 0
     res = {"folds": args.folds, "retrieval": retrieval_cv(args.corpus, args.folds),
            "diagnosis": diagnosis_cv(args.corpus, args.folds)}
     if args.json:
