@@ -1,0 +1,86 @@
+"""A confident answer keeps its top cause and lists alternatives after it (issue 13): other scored causes, then
+known failures of the same template and BM25 neighbours, each with its level and what to check, never a patch;
+the JSON output (schemas/diagnosis.schema.json) still validates."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from distdoctor.diagnose import diagnose_paths, diagnose_text, engine
+from distdoctor.diagnose.calibrate import CONFIDENT, LEVELS
+from distdoctor.diagnose.render import render
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / "tests" / "data" / "logs"
+SCHEMA = json.loads((ROOT / "schemas" / "diagnosis.schema.json").read_text(encoding="utf-8"))
+# real logs produced here (tests/data/logs/*.meta.yaml say how): the first gen_* ones, whatever they answer
+SAMPLE = sorted(LOGS.glob("gen_*.log"))[:16]
+TOP_FIELDS = ("verdict", "fix", "patch", "patch_withheld", "entry", "verify", "first_failure")
+
+
+def _without_alternatives(path: Path, monkeypatch) -> dict:
+    with monkeypatch.context() as m:
+        m.setattr(engine, "ALTERNATIVES", 0)
+        return diagnose_paths([str(path)])
+
+
+def test_confident_answers_keep_their_top_and_list_alternatives_without_a_patch(monkeypatch):
+    assert len(SAMPLE) >= 10
+    retrieved = 0
+    for path in SAMPLE:
+        old, new = _without_alternatives(path, monkeypatch), diagnose_paths([str(path)])
+        assert {f: new[f] for f in TOP_FIELDS} == {f: old[f] for f in TOP_FIELDS}, path.name
+        assert new["causes"][:len(old["causes"])] == old["causes"], path.name  # the scored causes, unchanged
+        if new["verdict"] != "confident":
+            assert len(new["causes"]) == len(old["causes"]) and all(c["role"] == "candidate" for c in new["causes"])
+            continue
+        assert new["causes"][0]["role"] == "top" and all(c["role"] == "alternative" for c in new["causes"][1:])
+        added = new["causes"][len(old["causes"]):]
+        assert len(new["causes"]) <= max(len(old["causes"]), 1 + engine.ALTERNATIVES), path.name
+        assert len({c["id"] for c in new["causes"]}) == len(new["causes"])
+        for c in added:
+            assert c["patch"] is None and not c["patch_ready"] and c["patch_note"] is None, (path.name, c["id"])
+            assert c["level"] in LEVELS and [e["level"] for e in c["evidence"]] == [c["level"]]
+            assert c["evidence"][0]["kind"] in ("structural", "similar") and c["check"]
+            retrieved += c["level"] not in CONFIDENT
+        text = render(new)
+        if len(new["causes"]) > 1:
+            assert "Also consider" in text
+            for c in new["causes"][1:3]:
+                assert f"  - {c['id']} — " in text
+        assert text.count("Patch:") == 1 and text.count("Fix:") <= 1  # the top cause's only
+    assert retrieved, "no confident answer of the sample got an alternative that rests on retrieval"
+
+
+def test_similar_alternatives_clear_the_threshold():
+    for path in SAMPLE:
+        r = diagnose_paths([str(path)])
+        for c in r["causes"][1:]:
+            ev = c["evidence"][0]
+            if c["role"] == "alternative" and ev["kind"] == "similar" and c["patch"] is None:
+                share = float(ev["proves"].rsplit("votes: ", 1)[1].split()[0])
+                assert share >= engine.ALT_SIMILAR_MIN, (path.name, c["id"], share)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: diagnose_paths([str(SAMPLE[0])]),
+    lambda: diagnose_text("", context="it hangs when I save a checkpoint"),  # candidates
+    lambda: diagnose_text("all good\n"),  # nothing failed
+    lambda: diagnose_paths([str(LOGS / "no-such-file.log")]),  # an input error
+], ids=["confident", "words", "quiet", "missing"])
+def test_results_validate_against_the_schema(make):
+    jsonschema.validate(make(), SCHEMA)
+
+
+def test_cli_json_validates_and_shows_roles():
+    path = next(p for p in SAMPLE if diagnose_paths([str(p)])["verdict"] == "confident")
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "diagnose.py"), str(path), "--json", "--quiet"],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    jsonschema.validate(out, SCHEMA)
+    assert out["causes"][0]["role"] == "top"
