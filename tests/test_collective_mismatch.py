@@ -39,8 +39,8 @@ def _cut(line: str, before: str) -> str:
     (SAME_OP, "Collectives differ", "collective_shape_mismatch", None),
     (OTHER_OP, None, "rank_conditional_collective", "collective_shape_mismatch"),
     (OTHER_OP, "Collectives differ", "rank_conditional_collective", "collective_shape_mismatch"),
-    # one fingerprint only (older torch printed no second one): the op cannot be compared
-    (SAME_OP, ", but Rank", "rank_conditional_collective", "collective_shape_mismatch"),
+    # one fingerprint only (older torch printed no second one): the op cannot be compared (see below)
+    (SAME_OP, ", but Rank", "rank_conditional_collective", None),
 ], ids=["same-op", "same-op-cut", "other-op", "other-op-cut", "one-fingerprint"])
 def test_same_op_vs_different_op(log: str, cut: str | None, top: str, absent: str | None) -> None:
     lines = _mismatch_lines(log)
@@ -48,6 +48,16 @@ def test_same_op_vs_different_op(log: str, cut: str | None, top: str, absent: st
     got = _causes(text)
     assert got and got[0] == top, got
     assert absent is None or absent not in got, got
+
+
+def test_one_fingerprint_keeps_the_size_reading_as_an_alternative() -> None:
+    """With one fingerprint the op cannot be compared: the skipped collective is the answer, and the size mismatch
+    (the same message template) is only an alternative to check, without a patch."""
+    r = diagnose_text("\n".join(_cut(ln, ", but Rank") for ln in _mismatch_lines(SAME_OP)))
+    assert r["causes"][0]["id"] == "rank_conditional_collective" and r["verdict"] == "confident"
+    alt = {c["id"]: c for c in r["causes"][1:]}["collective_shape_mismatch"]
+    assert alt["role"] == "alternative" and alt["patch"] is None and alt["level"] in ("structural", "similar")
+    assert all(e["kind"] in ("structural", "similar") for e in alt["evidence"])
 
 
 def test_one_rank_line_alone_is_enough() -> None:

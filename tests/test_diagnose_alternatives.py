@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from distdoctor.diagnose import diagnose_paths, diagnose_text, engine
+from distdoctor.diagnose import alternatives, diagnose_paths, diagnose_text
 from distdoctor.diagnose.calibrate import CONFIDENT, LEVELS
 from distdoctor.diagnose.render import render
 
@@ -24,7 +24,7 @@ TOP_FIELDS = ("verdict", "fix", "patch", "patch_withheld", "entry", "verify", "f
 
 def _without_alternatives(path: Path, monkeypatch) -> dict:
     with monkeypatch.context() as m:
-        m.setattr(engine, "ALTERNATIVES", 0)
+        m.setattr(alternatives, "ALTERNATIVES", 0)
         return diagnose_paths([str(path)])
 
 
@@ -40,7 +40,7 @@ def test_confident_answers_keep_their_top_and_list_alternatives_without_a_patch(
             continue
         assert new["causes"][0]["role"] == "top" and all(c["role"] == "alternative" for c in new["causes"][1:])
         added = new["causes"][len(old["causes"]):]
-        assert len(new["causes"]) <= max(len(old["causes"]), 1 + engine.ALTERNATIVES), path.name
+        assert len(new["causes"]) <= max(len(old["causes"]), 1 + alternatives.ALTERNATIVES), path.name
         assert len({c["id"] for c in new["causes"]}) == len(new["causes"])
         for c in added:
             assert c["patch"] is None and not c["patch_ready"] and c["patch_note"] is None, (path.name, c["id"])
@@ -63,7 +63,7 @@ def test_similar_alternatives_clear_the_threshold():
             ev = c["evidence"][0]
             if c["role"] == "alternative" and ev["kind"] == "similar" and c["patch"] is None:
                 share = float(ev["proves"].rsplit("votes: ", 1)[1].split()[0])
-                assert share >= engine.ALT_SIMILAR_MIN, (path.name, c["id"], share)
+                assert share >= alternatives.ALT_SIMILAR_MIN, (path.name, c["id"], share)
 
 
 @pytest.mark.parametrize("make", [

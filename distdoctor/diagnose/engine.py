@@ -7,7 +7,7 @@ import re
 import zlib
 from collections import defaultdict
 
-from distdoctor.diagnose import calibrate, gpu_processes, p2p_matrix, preconditions, structure, versions
+from distdoctor.diagnose import alternatives, calibrate, gpu_processes, p2p_matrix, preconditions, structure, versions
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
@@ -33,11 +33,6 @@ STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), o
 SIMILAR_WEIGHT = 1.5     # the cause with the most BM25 neighbours' votes (cross-validated: retrieval_cv)
 HEAD_BYTES = 16384       # of the input kept for retrieval
 MAX_COMPARED = 8         # error events besides the first failure compared with known failures
-ALTERNATIVES = 2         # causes after a confident top cause: what a top-3 needs
-# a BM25 neighbour's share of the best cause's votes that makes it an alternative: on the train split (5 folds,
-# `python -m distdoctor.evals.retrieval_cv --shares`) a cause retrieval ranks second or lower is right 0-2% of the
-# time under 0.2, 2.8% at 0.2-0.3 (a guess among 53 causes: 1.9%) and 8-14% at 0.3 and above (printed logs)
-ALT_SIMILAR_MIN = 0.3
 
 
 class _Tally:
@@ -339,8 +334,9 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                        "patch": e.patch, **calibrate.patch_gate(e.patch, tally.patch_shown),
                        "check": calibrate.check_for(e), "evidence": evidence[:MAX_EVIDENCE]})
     verdict = calibrate.verdict(causes)
-    if verdict == "confident" and len(causes) <= ALTERNATIVES:
-        causes += _alternatives(builder, first, references_root, context, matcher, tally.head, causes)
+    if verdict == "confident" and len(causes) <= alternatives.ALTERNATIVES:
+        ruled = alternatives.ruled_out([tally.sigs[k] for k in (*tally.counts, *tally.agent_echoes)], seen)
+        causes += _alternatives(builder, first, references_root, context, matcher, tally.head, causes, ruled)
     for i, c in enumerate(causes):
         c["role"] = "candidate" if verdict != "confident" else "top" if i == 0 else "alternative"
     top = matcher.entries[causes[0]["id"]] if verdict == "confident" else None
@@ -446,49 +442,36 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
 
 
 def _alternatives(builder: EventBuilder, first: Event | None, references_root, context: str | None,
-                  matcher: Matcher, head: bytes, causes: list[dict]) -> list[dict]:
-    """What else a confident answer's log is like, after the causes already scored: known failures with the same
-    template (`structural`), then BM25 neighbours with at least ALT_SIMILAR_MIN of the best cause's votes
-    (`similar`); each with what to check and never a patch. They come after every scored cause, so the top
-    cause, its level and its fix stay as they were."""
+                  matcher: Matcher, head: bytes, causes: list[dict], ruled: set[str]) -> list[dict]:
+    """After a confident top cause: known failures with the log's message templates, then BM25 neighbours
+    (distdoctor/diagnose/alternatives.py), scored as _compare_with_known would."""
     from distdoctor.diagnose.retrieval import known_failures
 
     known = known_failures(str(references_root) if references_root else None)
     events = _compared_events(builder, first)
     failures = [structure.failure_of(e) for e in events]
-    same_op = any((mm := structure.collective_mismatch(f.message)) is not None and mm.same_op for f in failures)
-    taken = {c["id"] for c in causes}
-    out: list[dict] = []
-
-    def add(cause: str, score: float, ev: dict) -> None:
-        if len(causes) + len(out) > ALTERNATIVES or cause in taken or cause not in matcher.entries \
-                or (same_op and cause == structure.MISMATCH_CAUSE):
-            return
-        taken.add(cause)
-        ev["level"] = calibrate.level_of(ev)
-        e = matcher.entries[cause]
-        out.append({"id": cause, "score": round(score, 2), "level": ev["level"], "title": e.title, "entry": e.anchor,
-                    "patch": None, "patch_ready": False, "patch_note": None, "check": calibrate.check_for(e),
-                    "evidence": [ev]})
-
+    if any((mm := structure.collective_mismatch(f.message)) is not None and mm.same_op for f in failures):
+        ruled = ruled | {structure.MISMATCH_CAUSE}  # a same-operation mismatch reads like it word for word
+    structural = []
     for i, (event, f) in enumerate(zip(events, failures)):
         key = event.key_line()
         for m in known.structural([f]):
-            add(m.cause, (STRUCTURAL_WEIGHT if i == 0 else STRUCTURAL_WEIGHT / 2) * m.score,
-                {"file": key.file, "line": key.line, "text": key.text[:500], "rank": key.rank, "kind": "structural",
-                 "proves": f"{f.exc_type} with the same message template as a known {m.cause} failure "
-                           f"({m.where}: {m.text[:160]!r})"})
-    if len(causes) + len(out) > ALTERNATIVES:
-        return out  # retrieval is not needed (nor its import)
-    from_log = bool(failures or _plain(head))
-    for i, m in enumerate(known.similar(_query(failures, head, context))):
-        if m.score >= ALT_SIMILAR_MIN:
-            add(m.cause, SIMILAR_WEIGHT * m.score / (1 + i),
-                {"file": m.where if from_log else "<context>", "line": None, "text": m.text, "rank": None,
-                 "kind": "similar" if from_log else "keyword",
-                 "proves": f"{'the log' if from_log else 'your description'} is also like {m.doc_id} (BM25 "
-                           f"neighbours' votes: {m.score:.2f} of the best cause's)"})
-    return out
+            structural.append((m.cause, (STRUCTURAL_WEIGHT if i == 0 else STRUCTURAL_WEIGHT / 2) * m.score,
+                               {"file": key.file, "line": key.line, "text": key.text[:500], "rank": key.rank,
+                                "kind": "structural", "proves": f"{f.exc_type} with the same message template as a "
+                                f"known {m.cause} failure ({m.where}: {m.text[:160]!r})"}))
+
+    def similar() -> list[tuple[str, float, dict]]:
+        from_log = bool(failures or _plain(head))
+        return [(m.cause, SIMILAR_WEIGHT * m.score / (1 + i),
+                 {"file": m.where if from_log else "<context>", "line": None, "text": m.text, "rank": None,
+                  "kind": "similar" if from_log else "keyword",
+                  "proves": f"{'the log' if from_log else 'your description'} is also like {m.doc_id} (BM25 "
+                            f"neighbours' votes: {m.score:.2f} of the best cause's)"})
+                for i, m in enumerate(known.similar(_query(failures, head, context)))
+                if m.score >= alternatives.ALT_SIMILAR_MIN]
+
+    return alternatives.pick(structural, similar, matcher.entries, causes, ruled)
 
 
 def _compared_events(builder: EventBuilder, first: Event | None) -> list[Event]:

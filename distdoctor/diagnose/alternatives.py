@@ -1,0 +1,80 @@
+"""Alternatives after a confident top cause: what else the log's evidence supports, weakest reading shown.
+
+A confident answer (a signature or the failure's structure names its top cause) lists up to ALTERNATIVES more
+causes after the ones its log scored: known failures whose message template the log's failures share
+(`structural`), then BM25 neighbours with at least ALT_SIMILAR_MIN of the best cause's votes (`similar`). Each
+carries its level and what to check, never a patch; they come after every scored cause, so the top cause, its
+level and its fix are those of the answer without them.
+
+A cause the knowledge base has read off the log's own line and ruled out is not brought back: one whose signature
+matched a line but an `unless` (`unless_ranks_differ`) condition the input meets switched it off, or whose `when`
+condition is unmet where another cause's signature on the log is the other reading of the same condition (its
+`unless`): the two readings of one line, decided. A `when` left unmet without such a pair (several jobs on one
+machine for `port_in_use`, SyncBatchNorm for `syncbn_without_gpu_ddp`) is only something the log does not show.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from distdoctor.diagnose import calibrate
+from distdoctor.diagnose.matcher import CompiledSignature, differs_key
+
+ALTERNATIVES = 2  # causes after a confident top cause: what a top-3 needs
+# a BM25 neighbour's share of the best cause's votes that makes it an alternative: on the train split (5 folds,
+# `python -m distdoctor.evals.retrieval_cv --shares`) a cause retrieval ranks second or lower is right 0-2% of the
+# time under 0.2, 2.8% at 0.2-0.3 (a guess among 53 causes: 1.9%) and 8-14% at 0.3 and above (printed logs)
+ALT_SIMILAR_MIN = 0.3
+
+
+def _switches_off(sig: CompiledSignature) -> set[str]:
+    """The conditions that, met, switch this signature off."""
+    return {c for c in (sig.unless, sig.not_differs and differs_key(sig.not_differs)) if c}
+
+
+def _needs(sig: CompiledSignature) -> set[str]:
+    """The conditions this signature needs met."""
+    return {c for c in (sig.when, sig.differs and differs_key(sig.differs)) if c}
+
+
+def ruled_out(matched: Iterable[CompiledSignature], seen: set[str]) -> set[str]:
+    """Causes whose signatures matched the input but whose conditions rule them out (see the module's doc)."""
+    matched = list(matched)
+    other_reading = {c: {s.cause for s in matched if s.active(seen) and c in _switches_off(s)}
+                     for s in matched for c in _needs(s)}
+    out = set()
+    for s in matched:
+        if s.active(seen):
+            continue
+        if _switches_off(s) & seen or any(other_reading.get(c, set()) - {s.cause} for c in _needs(s) - seen):
+            out.add(s.cause)
+    return out
+
+
+def pick(structural: list[tuple[str, float, dict]], similar, entries: dict, causes: list[dict],
+         excluded: set[str]) -> list[dict]:
+    """The alternatives to append to `causes`: (cause, score, evidence line) from the structural matches, then,
+    when places are left, from `similar()` (called only then: retrieval is not loaded for nothing)."""
+    taken = {c["id"] for c in causes}
+    out: list[dict] = []
+
+    def room() -> bool:
+        return len(causes) + len(out) <= ALTERNATIVES
+
+    def add(found: Iterable[tuple[str, float, dict]]) -> None:
+        for cause, score, ev in found:
+            if not room():
+                return
+            if cause in taken or cause in excluded or cause not in entries:
+                continue
+            taken.add(cause)
+            ev["level"] = calibrate.level_of(ev)
+            e = entries[cause]
+            out.append({"id": cause, "score": round(score, 2), "level": ev["level"], "title": e.title,
+                        "entry": e.anchor, "patch": None, "patch_ready": False, "patch_note": None,
+                        "check": calibrate.check_for(e), "evidence": [ev]})
+
+    add(structural)
+    if room():
+        add(similar())
+    return out
