@@ -3,6 +3,7 @@ known failures of the same template and BM25 neighbours, each with its level and
 the JSON output (schemas/diagnosis.schema.json) still validates."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 
 from distdoctor.diagnose import alternatives, diagnose_paths, diagnose_text
 from distdoctor.diagnose.calibrate import CONFIDENT, LEVELS
+from distdoctor.diagnose.matcher import CompiledSignature
+from distdoctor.evals.answers_diff import compare
 from distdoctor.diagnose.render import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,3 +87,26 @@ def test_cli_json_validates_and_shows_roles():
     out = json.loads(r.stdout)
     jsonschema.validate(out, SCHEMA)
     assert out["causes"][0]["role"] == "top"
+
+
+def _sig(cause: str, **cond) -> CompiledSignature:
+    return CompiledSignature(cause, 0, re.compile("x"), "root", 4.0, "", (), False, **cond)
+
+
+def test_a_reading_the_conditions_rule_out_is_never_an_alternative():
+    # `unless` met: ruled out; `when` unmet where another cause's matched signature has it as `unless`: the
+    # other reading of the same line won; `when` unmet alone: the log just does not show it
+    sigs = [_sig("a", unless="U"), _sig("b", when="W"), _sig("c", unless="W"), _sig("d", when="V")]
+    assert alternatives.ruled_out(sigs, {"U"}) == {"a", "b"}
+    assert alternatives.ruled_out(sigs, {"U", "W"}) == {"a", "c"}
+    assert alternatives.ruled_out(sigs, set()) == {"b"}
+
+
+def test_answers_diff_flags_a_changed_top_and_counts_top3():
+    row = {"set": "train", "id": "x", "expected": "a", "text": "printed", "top1": "b", "verdict": "confident",
+           "level": "signature", "fix": "f", "patch": None, "ranked": ["b"], "levels": ["signature"]}
+    same_top = {**row, "ranked": ["b", "a"], "levels": ["signature", "similar"]}
+    diffs, lines = compare([row], [same_top])
+    assert diffs == [] and "top-3 0/1 -> 1/1" in lines[0]
+    diffs, _ = compare([row], [{**same_top, "top1": "a", "ranked": ["a", "b"]}])
+    assert diffs == ["train x: top1 'b' -> 'a'"]
