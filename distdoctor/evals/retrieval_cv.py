@@ -6,8 +6,12 @@ scored with its cases removed from the retrieval index, so a setting is judged o
   failures) ranked against the knowledge base and the other folds' cases; top-1 / top-3 of the causes named;
 - `diagnosis`: the whole diagnosis of each case with its fold left out of retrieval: top-1 / top-3 over all cases,
   and over the cases whose answer rests on retrieval (no signature or structure makes it confident).
+With --grouped the folds are source repositories instead (leave one repository out: a case's own log and every
+case from the same project, `huggingface-accelerate-12` -> `huggingface-accelerate`, are out of the index), which
+is how an unseen log meets the corpus: a new thread rarely comes from a repository with no case in it, but its
+neighbours from its own thread's project say more than they would about a log nobody has seen.
 
-    python -m distdoctor.evals.retrieval_cv [--corpus DIR] [--folds K] [--json]
+    python -m distdoctor.evals.retrieval_cv [--corpus DIR] [--folds K | --grouped] [--json]
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +48,18 @@ class Tally:
         return {"n": self.n, "top1": self.top1, "top3": self.top3}
 
 
+def group_of(case_id: str) -> str:
+    """The source a case comes from: its id without the trailing thread number (`pytorch-pytorch-1234`)."""
+    return re.sub(r"-\d+$", "", case_id)
+
+
 def folds_of(cases: tuple[CorpusCase, ...], folds: int) -> list[list[CorpusCase]]:
+    """K folds by a hash of the id; folds == 0: one fold per source repository (group_of)."""
+    if folds == 0:
+        groups: dict[str, list[CorpusCase]] = {}
+        for c in cases:
+            groups.setdefault(group_of(c.id), []).append(c)
+        return [groups[g] for g in sorted(groups)]
     out: list[list[CorpusCase]] = [[] for _ in range(folds)]
     for c in cases:
         out[fold_of(c.id, folds)].append(c)
@@ -54,18 +70,15 @@ def retrieval_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path 
     """Retrieval alone: each fold's queries ranked by an index built without that fold."""
     from distdoctor import paths
     from distdoctor.diagnose.engine import retrieval_query
-    from distdoctor.diagnose.retrieval import KnownFailures, documents
+    from distdoctor.diagnose.retrieval import KnownFailures, documents, excluding
 
-    docs = documents(str(references_root or paths.REFERENCES), str(root))
+    known = KnownFailures(documents(str(references_root or paths.REFERENCES), str(root)))
     tally = Tally()
     for fold in folds_of(train_cases(str(root)), folds):
-        if not fold:
-            continue
-        out = {f"corpus:{c.id}" for c in fold}
-        known = KnownFailures([d for d in docs if d[0] not in out])
-        for c in fold:
-            query = retrieval_query(c.log, c.context or None, references_root)
-            tally.add(c.cause, [m.cause for m in known.similar(query)])
+        with excluding({f"corpus:{c.id}" for c in fold}):  # out of the index and its statistics
+            for c in fold:
+                query = retrieval_query(c.log, c.context or None, references_root)
+                tally.add(c.cause, [m.cause for m in known.similar(query)])
     return tally.as_dict()
 
 
@@ -101,9 +114,13 @@ def main(argv: list[str] | None = None) -> int:
                                         "the figures.")
     ap.add_argument("--corpus", type=Path, default=CORPUS, help="corpus folder (default evals/corpus/)")
     ap.add_argument("--folds", type=int, default=FOLDS, help=f"number of folds (default {FOLDS})")
+    ap.add_argument("--grouped", action="store_true", help="one fold per source repository (leave one repository "
+                                                           "out) instead of --folds")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
-    if args.folds < 2:
+    if args.grouped:
+        args.folds = 0
+    elif args.folds < 2:
         print(f"retrieval_cv: --folds {args.folds}: at least 2 folds are needed", file=sys.stderr)
         return 2
     if not args.corpus.is_dir():
@@ -112,13 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     if not train_cases(str(args.corpus)):
         print(f"retrieval_cv: --corpus {args.corpus}: no train case in it", file=sys.stderr)
         return 2
-    res = {"folds": args.folds, "retrieval": retrieval_cv(args.corpus, args.folds),
+    res = {"folds": "repository" if args.grouped else args.folds, "retrieval": retrieval_cv(args.corpus, args.folds),
            "diagnosis": diagnosis_cv(args.corpus, args.folds)}
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
     r, d = res["retrieval"], res["diagnosis"]
-    print(f"{args.folds}-fold cross-validation on the train split of {args.corpus}")
+    how = "leave-one-repository-out" if args.grouped else f"{args.folds}-fold"
+    print(f"{how} cross-validation on the train split of {args.corpus}")
     print(f"  retrieval alone          top-1 {_frac(r, 'top1')}  top-3 {_frac(r, 'top3')}")
     for key, words in (("all", "diagnosis, all cases     "), ("retrieval_level", "diagnosis, not confident")):
         print(f"  {words} top-1 {_frac(d[key], 'top1')}  top-3 {_frac(d[key], 'top3')}")
