@@ -7,11 +7,13 @@ scored with its cases removed from the retrieval index, so a setting is judged o
 - `diagnosis`: the whole diagnosis of each case with its fold left out of retrieval: top-1 / top-3 over all cases,
   and over the cases whose answer rests on retrieval (no signature or structure makes it confident).
 With --grouped the folds are source repositories instead (leave one repository out: a case's own log and every
-case from the same project, `huggingface-accelerate-12` -> `huggingface-accelerate`, are out of the index), which
-is how an unseen log meets the corpus: a new thread rarely comes from a repository with no case in it, but its
-neighbours from its own thread's project say more than they would about a log nobody has seen.
+case from the same project, `huggingface-accelerate-12` -> `huggingface-accelerate`, are out of the index): a
+neighbour from the same project (same launcher, same banners, often the same user) says more about a train case
+than any neighbour could about a log nobody has seen.
+With --drop-own-signatures a fold's diagnosis also goes without the signatures that match no train case outside
+the fold (those written from its logs, as far as the corpus can tell): a signature nobody wrote for this log.
 
-    python -m distdoctor.evals.retrieval_cv [--corpus DIR] [--folds K | --grouped] [--json]
+    python -m distdoctor.evals.retrieval_cv [--corpus DIR] [--folds K | --grouped] [--drop-own-signatures] [--json]
 """
 
 from __future__ import annotations
@@ -82,16 +84,37 @@ def retrieval_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path 
     return tally.as_dict()
 
 
-def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path | None = None) -> dict:
-    """The whole diagnosis, each fold with its cases left out of retrieval."""
+def signature_cases(cases: tuple[CorpusCase, ...],
+                    references_root: Path | None = None) -> dict[tuple[str, int], set[str]]:
+    """(cause, signature index) -> the ids of the cases with a line (of the log or the description) it matches."""
+    from distdoctor.diagnose.matcher import matcher_for
+
+    matcher = matcher_for(references_root)
+    out: dict[tuple[str, int], set[str]] = {}
+    for c in cases:
+        for line in (c.log + "\n" + c.context).splitlines():
+            for sig in matcher.match_line(line):
+                out.setdefault((sig.cause, sig.index), set()).add(c.id)
+    return out
+
+
+def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path | None = None,
+                 drop_own: bool = False) -> dict:
+    """The whole diagnosis, each fold with its cases left out of retrieval (and, with drop_own, the signatures
+    only its cases match left out of the matcher)."""
     from distdoctor.diagnose import diagnose_text
+    from distdoctor.diagnose.matcher import without_signatures
     from distdoctor.diagnose.retrieval import excluding, use_corpus
 
     every, fallback = Tally(), Tally()
+    cases = train_cases(str(root))
+    matched = signature_cases(cases, references_root) if drop_own else {}
     use_corpus(root)
     try:
-        for fold in folds_of(train_cases(str(root)), folds):
-            with excluding({f"corpus:{c.id}" for c in fold}):
+        for fold in folds_of(cases, folds):
+            ids = {c.id for c in fold}
+            own = {k for k, where in matched.items() if where <= ids}
+            with excluding({f"corpus:{c.id}" for c in fold}), without_signatures(own):
                 for c in fold:
                     r = diagnose_text(c.log, context=c.context or None, name=f"{c.id}.log",
                                       references_root=references_root)
@@ -116,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--folds", type=int, default=FOLDS, help=f"number of folds (default {FOLDS})")
     ap.add_argument("--grouped", action="store_true", help="one fold per source repository (leave one repository "
                                                            "out) instead of --folds")
+    ap.add_argument("--drop-own-signatures", action="store_true", help="the diagnosis of a fold also goes without "
+                    "the signatures that no train case outside it matches")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
     if args.grouped:
@@ -130,13 +155,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"retrieval_cv: --corpus {args.corpus}: no train case in it", file=sys.stderr)
         return 2
     res = {"folds": "repository" if args.grouped else args.folds, "retrieval": retrieval_cv(args.corpus, args.folds),
-           "diagnosis": diagnosis_cv(args.corpus, args.folds)}
+           "diagnosis": diagnosis_cv(args.corpus, args.folds, drop_own=args.drop_own_signatures)}
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
     r, d = res["retrieval"], res["diagnosis"]
     how = "leave-one-repository-out" if args.grouped else f"{args.folds}-fold"
-    print(f"{how} cross-validation on the train split of {args.corpus}")
+    own = ", signatures only the fold matches left out" if args.drop_own_signatures else ""
+    print(f"{how} cross-validation on the train split of {args.corpus}{own}")
     print(f"  retrieval alone          top-1 {_frac(r, 'top1')}  top-3 {_frac(r, 'top3')}")
     for key, words in (("all", "diagnosis, all cases     "), ("retrieval_level", "diagnosis, not confident")):
         print(f"  {words} top-1 {_frac(d[key], 'top1')}  top-3 {_frac(d[key], 'top3')}")
