@@ -172,3 +172,41 @@ def test_a_description_naming_only_the_symptom_lets_the_log_decide(tmp_path):
     # with no log at all the words are all there is: the symptom keeps its full weight
     alone = diagnose_text("", context="training hangs at the first step")
     assert {c["id"]: c["score"] for c in alone["causes"]}["collective_timeout"] == KEYWORD_WEIGHT
+
+
+def _quote(cause: str) -> str:
+    """The first quoted error text of a knowledge-base entry (real text, sourced in references/)."""
+    from distdoctor import paths
+    from distdoctor.knowledge import load_entries
+
+    return next(e.quotes[0].text for e in load_entries(paths.REFERENCES) if e.cause == cause)
+
+
+def test_signatures_left_out_are_not_matched_until_the_block_ends():
+    from distdoctor.diagnose.matcher import matcher_for, without_signatures
+
+    line = _quote("shm_too_small").splitlines()[0]
+    hits = {(s.cause, s.index) for s in matcher_for().match_line(line)}
+    assert hits and all(cause == "shm_too_small" for cause, _ in hits)
+    with without_signatures(hits):
+        assert matcher_for().match_line(line) == []
+    assert {(s.cause, s.index) for s in matcher_for().match_line(line)} == hits
+
+
+def test_drop_own_signatures_leaves_out_what_only_the_fold_matches(tmp_path, capsys):
+    # two repositories share a port_in_use log: its signatures stay for both folds; a third repository's
+    # shm_too_small log is the only one its signatures match, so its fold goes without them (the entry's quoted
+    # text still gives the same failure's structure: the answer stands on that)
+    ids = [_group_ids(g, 1)[0] for g in ("projectd", "projecte", "projectf")]
+    _case(tmp_path, ids[0], "port_in_use", _quote("port_in_use"))
+    _case(tmp_path, ids[1], "port_in_use", _quote("port_in_use"))
+    _case(tmp_path, ids[2], "shm_too_small", _quote("shm_too_small"))
+    matched = retrieval_cv.signature_cases(retrieval_cv.train_cases(str(tmp_path)))
+    own = {k for k, where in matched.items() if where == {ids[2]}}
+    assert own and {cause for cause, _ in own} == {"shm_too_small"}
+    assert any(where == set(ids[:2]) for (cause, _), where in matched.items() if cause == "port_in_use")
+    try:
+        assert retrieval_cv.main(["--corpus", str(tmp_path), "--grouped", "--json", "--drop-own-signatures"]) == 0
+    finally:
+        retrieval.use_corpus(None)
+    assert json.loads(capsys.readouterr().out)["diagnosis"]["all"] == {"n": 3, "top1": 3, "top3": 3}
