@@ -114,3 +114,99 @@ def test_cross_validation_refuses_bad_input(tmp_path, capsys):
     assert retrieval_cv.main(["--corpus", str(tmp_path)]) == 2  # no train case
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("retrieval_cv: --") for line in err)
+
+
+def _group_ids(group: str, n: int) -> list[str]:
+    """n train ids of one source repository (`<group>-<thread number>`)."""
+    out, i = [], 1
+    while len(out) < n:
+        if split_of(f"{group}-{i}") == "train":
+            out.append(f"{group}-{i}")
+        i += 1
+    return out
+
+
+def test_grouped_folds_leave_a_whole_repository_out(tmp_path, capsys):
+    # twins from one repository never see each other; with a third copy from another repository, all find it
+    assert retrieval_cv.group_of("huggingface-accelerate-1234") == "huggingface-accelerate"
+    same = _group_ids("projecta", 2)
+    (other,) = _group_ids("projectb", 1)
+    alone, mixed = tmp_path / "alone", tmp_path / "mixed"
+    for root in (alone, mixed):
+        root.mkdir()
+        for cid in same:
+            _case(root, cid, "port_in_use", UNIQUE)
+    _case(mixed, other, "port_in_use", UNIQUE.replace("ring", "ring 7"))
+    folds = retrieval_cv.folds_of(retrieval_cv.train_cases(str(mixed)), 0)
+    assert sorted([c.id for c in f] for f in folds) == sorted([same, [other]])
+    got = []
+    try:
+        for root in (alone, mixed):
+            assert retrieval_cv.main(["--corpus", str(root), "--grouped", "--json"]) == 0
+            got.append(json.loads(capsys.readouterr().out))
+    finally:
+        retrieval.use_corpus(None)
+    assert got[0]["folds"] == "repository" and got[0]["retrieval"] == {"n": 2, "top1": 0, "top3": 0}
+    assert got[1]["retrieval"] == {"n": 3, "top1": 3, "top3": 3}
+
+
+def test_a_description_naming_only_the_symptom_lets_the_log_decide(tmp_path):
+    # beside a log, "it hangs" says what any cause looks like: the log's neighbour (a known port_in_use log)
+    # outranks it, while the symptom stays a candidate; a description naming a cause too keeps both at full weight
+    from distdoctor.diagnose import diagnose_text
+    from distdoctor.diagnose.engine import KEYWORD_WEIGHT
+
+    (known,) = _group_ids("projectc", 1)
+    _case(tmp_path, known, "port_in_use", UNIQUE)
+    retrieval.use_corpus(tmp_path)
+    try:
+        r = diagnose_text(UNIQUE.replace("RuntimeError", "ValueError"), context="training hangs at the first step")
+        both = diagnose_text("", context="training hangs when every rank writes to tensorboard")
+    finally:
+        retrieval.use_corpus(None)
+    ids = [c["id"] for c in r["causes"]]
+    assert ids[:2] == ["port_in_use", "collective_timeout"] and r["causes"][0]["level"] == "similar"
+    assert r["causes"][1]["score"] == KEYWORD_WEIGHT / 2
+    scores = {c["id"]: c["score"] for c in both["causes"]}
+    assert scores["collective_timeout"] == KEYWORD_WEIGHT and "logger_init_all_ranks" in scores
+    # with no log at all the words are all there is: the symptom keeps its full weight
+    alone = diagnose_text("", context="training hangs at the first step")
+    assert {c["id"]: c["score"] for c in alone["causes"]}["collective_timeout"] == KEYWORD_WEIGHT
+
+
+def _quote(cause: str) -> str:
+    """The first quoted error text of a knowledge-base entry (real text, sourced in references/)."""
+    from distdoctor import paths
+    from distdoctor.knowledge import load_entries
+
+    return next(e.quotes[0].text for e in load_entries(paths.REFERENCES) if e.cause == cause)
+
+
+def test_signatures_left_out_are_not_matched_until_the_block_ends():
+    from distdoctor.diagnose.matcher import matcher_for, without_signatures
+
+    line = _quote("shm_too_small").splitlines()[0]
+    hits = {(s.cause, s.index) for s in matcher_for().match_line(line)}
+    assert hits and all(cause == "shm_too_small" for cause, _ in hits)
+    with without_signatures(hits):
+        assert matcher_for().match_line(line) == []
+    assert {(s.cause, s.index) for s in matcher_for().match_line(line)} == hits
+
+
+def test_drop_own_signatures_leaves_out_what_only_the_fold_matches(tmp_path, capsys):
+    # two repositories share a port_in_use log: its signatures stay for both folds; a third repository's
+    # shm_too_small log is the only one its signatures match, so its fold goes without them (the entry's quoted
+    # text still gives the same failure's structure: the answer stands on that)
+    ids = [_group_ids(g, 1)[0] for g in ("projectd", "projecte", "projectf")]
+    _case(tmp_path, ids[0], "port_in_use", _quote("port_in_use"))
+    _case(tmp_path, ids[1], "port_in_use", _quote("port_in_use"))
+    _case(tmp_path, ids[2], "shm_too_small", _quote("shm_too_small"))
+    matched = retrieval_cv.signature_cases(retrieval_cv.train_cases(str(tmp_path)))
+    own = {k for k, where in matched.items() if where == {ids[2]}}
+    assert own and {cause for cause, _ in own} == {"shm_too_small"}
+    assert any(where == set(ids[:2]) for (cause, _), where in matched.items() if cause == "port_in_use")
+    try:
+        assert retrieval_cv.main(["--corpus", str(tmp_path), "--grouped", "--json", "--drop-own-signatures"]) == 0
+    finally:
+        retrieval.use_corpus(None)
+    assert json.loads(capsys.readouterr().out)["diagnosis"]["all"] == {"n": 3, "top1": 3, "top3": 3}

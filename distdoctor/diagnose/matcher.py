@@ -8,7 +8,9 @@ blocks of text. Only lines it hits get the per-signature regexes.
 
 from __future__ import annotations
 
+import copy
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -277,6 +279,27 @@ class Matcher:
 
 
 _CACHE: dict[str, Matcher] = {}
+_DROPPED: list[frozenset[tuple[str, int]]] = [frozenset()]  # (cause, index) of signatures left out
+
+
+@contextmanager
+def without_signatures(keys: set[tuple[str, int]]):
+    """Leave some signatures out of matcher_for's matchers (a cross-validation fold that mimics a log nobody wrote
+    a signature from: distdoctor/evals/retrieval_cv.py --drop-own-signatures)."""
+    saved = _DROPPED[0]
+    _DROPPED[0] = saved | frozenset(keys)
+    try:
+        yield
+    finally:
+        _DROPPED[0] = saved
+
+
+def _without(m: Matcher, drop: frozenset[tuple[str, int]]) -> Matcher:
+    """A copy of a matcher without some signatures (its prefilter still reads their lines: a superset)."""
+    out = copy.copy(m)
+    out.signatures = [s for s in m.signatures if (s.cause, s.index) not in drop]
+    out.unanchored = [s for s in m.unanchored if (s.cause, s.index) not in drop]
+    return out
 
 
 def matcher_for(references_root: str | Path | None = None) -> Matcher:
@@ -287,4 +310,4 @@ def matcher_for(references_root: str | Path | None = None) -> Matcher:
         if not entries:
             raise KnowledgeError(f"{root}: no reference entries (references/*.md with '### <cause_id> — <title>' headings)")
         _CACHE[key] = Matcher(entries)
-    return _CACHE[key]
+    return _without(_CACHE[key], _DROPPED[0]) if _DROPPED[0] else _CACHE[key]

@@ -9,8 +9,15 @@ scored with its cases removed from the retrieval index, so a setting is judged o
 - `shares` (--shares): how often a cause retrieval ranks second or lower is the case's cause, by its share of the
   best cause's votes (what engine.ALT_SIMILAR_MIN, the evidence an alternative after a confident cause needs,
   was chosen from).
+With --grouped the folds are source repositories instead (leave one repository out: a case's own log and every
+case from the same project, `huggingface-accelerate-12` -> `huggingface-accelerate`, are out of the index): a
+neighbour from the same project (same launcher, same banners, often the same user) says more about a train case
+than any neighbour could about a log nobody has seen.
+With --drop-own-signatures a fold's diagnosis also goes without the signatures that match no train case outside
+the fold (those written from its logs, as far as the corpus can tell): a signature nobody wrote for this log.
 
-    python -m distdoctor.evals.retrieval_cv [--corpus DIR] [--folds K] [--json] [--shares]
+    python -m distdoctor.evals.retrieval_cv [--corpus DIR] [--folds K | --grouped] [--drop-own-signatures] [--json]
+                                            [--shares]
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +54,18 @@ class Tally:
         return {"n": self.n, "top1": self.top1, "top3": self.top3}
 
 
+def group_of(case_id: str) -> str:
+    """The source a case comes from: its id without the trailing thread number (`pytorch-pytorch-1234`)."""
+    return re.sub(r"-\d+$", "", case_id)
+
+
 def folds_of(cases: tuple[CorpusCase, ...], folds: int) -> list[list[CorpusCase]]:
+    """K folds by a hash of the id; folds == 0: one fold per source repository (group_of)."""
+    if folds == 0:
+        groups: dict[str, list[CorpusCase]] = {}
+        for c in cases:
+            groups.setdefault(group_of(c.id), []).append(c)
+        return [groups[g] for g in sorted(groups)]
     out: list[list[CorpusCase]] = [[] for _ in range(folds)]
     for c in cases:
         out[fold_of(c.id, folds)].append(c)
@@ -57,18 +76,15 @@ def retrieval_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path 
     """Retrieval alone: each fold's queries ranked by an index built without that fold."""
     from distdoctor import paths
     from distdoctor.diagnose.engine import retrieval_query
-    from distdoctor.diagnose.retrieval import KnownFailures, documents
+    from distdoctor.diagnose.retrieval import KnownFailures, documents, excluding
 
-    docs = documents(str(references_root or paths.REFERENCES), str(root))
+    known = KnownFailures(documents(str(references_root or paths.REFERENCES), str(root)))
     tally = Tally()
     for fold in folds_of(train_cases(str(root)), folds):
-        if not fold:
-            continue
-        out = {f"corpus:{c.id}" for c in fold}
-        known = KnownFailures([d for d in docs if d[0] not in out])
-        for c in fold:
-            query = retrieval_query(c.log, c.context or None, references_root)
-            tally.add(c.cause, [m.cause for m in known.similar(query)])
+        with excluding({f"corpus:{c.id}" for c in fold}):  # out of the index and its statistics
+            for c in fold:
+                query = retrieval_query(c.log, c.context or None, references_root)
+                tally.add(c.cause, [m.cause for m in known.similar(query)])
     return tally.as_dict()
 
 
@@ -102,16 +118,37 @@ def share_precision(root: Path = CORPUS, folds: int = FOLDS, references_root: Pa
     return out
 
 
-def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path | None = None) -> dict:
-    """The whole diagnosis, each fold with its cases left out of retrieval."""
+def signature_cases(cases: tuple[CorpusCase, ...],
+                    references_root: Path | None = None) -> dict[tuple[str, int], set[str]]:
+    """(cause, signature index) -> the ids of the cases with a line (of the log or the description) it matches."""
+    from distdoctor.diagnose.matcher import matcher_for
+
+    matcher = matcher_for(references_root)
+    out: dict[tuple[str, int], set[str]] = {}
+    for c in cases:
+        for line in (c.log + "\n" + c.context).splitlines():
+            for sig in matcher.match_line(line):
+                out.setdefault((sig.cause, sig.index), set()).add(c.id)
+    return out
+
+
+def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path | None = None,
+                 drop_own: bool = False) -> dict:
+    """The whole diagnosis, each fold with its cases left out of retrieval (and, with drop_own, the signatures
+    only its cases match left out of the matcher)."""
     from distdoctor.diagnose import diagnose_text
+    from distdoctor.diagnose.matcher import without_signatures
     from distdoctor.diagnose.retrieval import excluding, use_corpus
 
     every, fallback = Tally(), Tally()
+    cases = train_cases(str(root))
+    matched = signature_cases(cases, references_root) if drop_own else {}
     use_corpus(root)
     try:
-        for fold in folds_of(train_cases(str(root)), folds):
-            with excluding({f"corpus:{c.id}" for c in fold}):
+        for fold in folds_of(cases, folds):
+            ids = {c.id for c in fold}
+            own = {k for k, where in matched.items() if where <= ids}
+            with excluding({f"corpus:{c.id}" for c in fold}), without_signatures(own):
                 for c in fold:
                     r = diagnose_text(c.log, context=c.context or None, name=f"{c.id}.log",
                                       references_root=references_root)
@@ -134,11 +171,17 @@ def main(argv: list[str] | None = None) -> int:
                                         "the figures.")
     ap.add_argument("--corpus", type=Path, default=CORPUS, help="corpus folder (default evals/corpus/)")
     ap.add_argument("--folds", type=int, default=FOLDS, help=f"number of folds (default {FOLDS})")
+    ap.add_argument("--grouped", action="store_true", help="one fold per source repository (leave one repository "
+                                                           "out) instead of --folds")
+    ap.add_argument("--drop-own-signatures", action="store_true", help="the diagnosis of a fold also goes without "
+                    "the signatures that no train case outside it matches")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--shares", action="store_true", help="only the precision of retrieval's second and later "
                                                            "causes per share of the best cause's votes")
     args = ap.parse_args(argv)
-    if args.folds < 2:
+    if args.grouped:
+        args.folds = 0
+    elif args.folds < 2:
         print(f"retrieval_cv: --folds {args.folds}: at least 2 folds are needed", file=sys.stderr)
         return 2
     if not args.corpus.is_dir():
@@ -153,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({k: ({str(b): v for b, v in t.items()} if isinstance(t, dict) else t)
                               for k, t in sh.items()}, indent=2))
             return 0
-        print(f"retrieval's second and later causes, {args.folds} folds of the train split of {args.corpus} "
+        print(f"retrieval's second and later causes, {'repository' if args.grouped else args.folds} folds of the train split of {args.corpus} "
               f"(a guess among {sh['causes']} causes: {100 / sh['causes']:.1f}%)")
         for text in ("printed", "prose"):
             for lo, hi in zip(SHARE_BINS, SHARE_BINS[1:]):
@@ -161,13 +204,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {text:<7} share [{lo:.2f}, {hi:.2f}{']' if hi == 1 else ')'}  {k}/{n} right"
                       + (f" ({100 * k / n:.1f}%)" if n else ""))
         return 0
-    res = {"folds": args.folds, "retrieval": retrieval_cv(args.corpus, args.folds),
-           "diagnosis": diagnosis_cv(args.corpus, args.folds)}
+    res = {"folds": "repository" if args.grouped else args.folds, "retrieval": retrieval_cv(args.corpus, args.folds),
+           "diagnosis": diagnosis_cv(args.corpus, args.folds, drop_own=args.drop_own_signatures)}
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
     r, d = res["retrieval"], res["diagnosis"]
-    print(f"{args.folds}-fold cross-validation on the train split of {args.corpus}")
+    how = "leave-one-repository-out" if args.grouped else f"{args.folds}-fold"
+    own = ", signatures only the fold matches left out" if args.drop_own_signatures else ""
+    print(f"{how} cross-validation on the train split of {args.corpus}{own}")
     print(f"  retrieval alone          top-1 {_frac(r, 'top1')}  top-3 {_frac(r, 'top3')}")
     for key, words in (("all", "diagnosis, all cases     "), ("retrieval_level", "diagnosis, not confident")):
         print(f"  {words} top-1 {_frac(d[key], 'top1')}  top-3 {_frac(d[key], 'top3')}")
