@@ -12,7 +12,7 @@ from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBu
 from distdoctor.diagnose.first_failure import find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
 from distdoctor.diagnose.prefixes import (NcclRanks, message_rank, parse_timestamp, peel_prefix, rank_from_path,
-                                           split_prefix, strip_ansi)
+                                           split_prefix, strip_ansi, torch_rank, torchrun_folder)
 from distdoctor.diagnose.rank_values import RankValues
 from distdoctor.diagnose.scanner import Prefilter
 from distdoctor.diagnose.sources import InputError, ScanStats, Source, expand, spans
@@ -75,6 +75,9 @@ class _Tally:
 def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builder: EventBuilder,
                  tally: _Tally, stats: ScanStats, progress=None) -> None:
     state: dict = {}
+    folder = torchrun_folder(src.name) if src.rank_hint is not None else None
+    if folder is not None:  # a torchrun --log-dir file: its folder's number is a local rank
+        builder.locals.folder(idx, folder, src.rank_hint)
     with src.open() as stream:
         for n, (first, block, lo, hi) in enumerate(spans(stream, stats, src.name)):
             if len(tally.head) < HEAD_BYTES:
@@ -87,15 +90,24 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 if "\ufffd" in text:
                     stats.invalid_utf8 = True
                 text = strip_ansi(text).rstrip("\r")
-                rank, local, ts, body = peel_prefix(text)
+                rank, local, ts, body, task = peel_prefix(text)
                 local = local if rank is None else None
                 rank = local if rank is None else rank
+                by_task = rank is None and task is not None
+                rank = task if by_task else rank
+                if task is not None:
+                    builder.locals.task(idx, task)
                 stated = "comm 0x" in text and tally.nccl.read(text)
                 if rank is None:
-                    rank = src.rank_hint if src.rank_hint is not None else \
-                        tally.nccl.rank_of(text) if tally.nccl.ranks else None
+                    if src.rank_hint is not None:
+                        rank, local = src.rank_hint, src.rank_hint if folder is not None else None
+                    elif tally.nccl.ranks:
+                        rank = tally.nccl.rank_of(text)
                     if rank is None:
                         rank = message_rank(body)
+                elif folder is not None and local is None and torch_rank(text) is not None:
+                    # a worker's own [rank3]: line in its --log-dir file: the folder's local rank is global rank 3
+                    builder.locals.pair(folder, src.rank_hint, rank)
                 if ts is None:
                     ts = parse_timestamp(body)
                 hits = matcher.match_line(text)
@@ -113,7 +125,7 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                     tally.patch_shown.setdefault(patch, {"file": src.name, "line": line_no, "text": text[:500]})
                 if matcher.conditions:
                     tally.conditions.update(matcher.match_conditions(text))
-                ln = Line(idx, src.name, line_no, rank, ts, text, hits, body, local is not None)
+                ln = Line(idx, src.name, line_no, rank, ts, text, hits, body, local is not None, task, by_task)
                 if matcher.rank_values:
                     for cond, who, value in matcher.match_rank_values(text, rank):
                         tally.rank_values.add(cond, who, value, ln)

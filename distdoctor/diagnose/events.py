@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from distdoctor.diagnose.matcher import CompiledSignature
+from distdoctor.diagnose.node_ranks import LocalRanks
 
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?P<comma>,)? in ')
@@ -38,6 +39,9 @@ TIMEOUT = re.compile(r"[Tt]imed out|[Tt]imeout|timed out after|failed to pass mo
 AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)"
                           # torch.multiprocessing.spawn's parent names the process (its index) that failed
                           r"|[Pp]rocess (?P<spawned>\d+) terminated with (?:signal|exit code|the following error)")
+# c10::Error's C++ backtrace under its message line: "Exception raised from recvBytes at ...Utils.hpp:787 (most
+# recent call first):", then "frame #0: c10::Error::Error(...)" lines and "<omitting python frames>"
+C10_BACKTRACE = re.compile(r"^(?:Exception raised from \S+ at \S+ \(most recent call first\):|frame #\d+: |<omitting python frames>)")
 DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
@@ -67,7 +71,9 @@ class Line:
     text: str
     hits: list[CompiledSignature]
     body: str = ""   # text without rank prefixes
-    local: bool = False  # rank is a local rank (torchrun's [default1]:), not yet the global one
+    local: bool = False  # rank is a local rank (torchrun's [default1]:, a --log-dir folder), not yet the global one
+    task: int | None = None  # srun --label's task id ("3: "): the rank, unless each task is a torchrun agent
+    by_task: bool = False    # rank is that task id
 
 
 @dataclass
@@ -166,13 +172,15 @@ class EventBuilder:
         self.agent_failed: Line | None = None    # first "failed (exitcode: N) local_rank: K"
         self._in_summary: dict[int, bool] = {}   # src -> inside the Root Cause part
         self._time: dict[int, str] = {}          # src -> the time of the summary entry being read
-        self.global_of: dict[tuple[int, int], int] = {}  # (src, local rank) -> global rank, from the summary
+        self.locals = LocalRanks()  # local -> global rank pairs the logs state, per node
         self.srun_exits: list[SummaryEntry] = []  # srun's task exits: the summary where no torchrun ran
         self.torchrun_seen = False                # torchrun's agent wrote to these logs
         self._colon: dict[int, Event] = {}
+        self._last_line: dict[int, tuple[Event, int]] = {}  # src -> the "line" event of its latest line, that line
         self._last_tb: dict[int, Event] = {}
         self._last_ts: dict[int, tuple[int, tuple]] = {}
         self._seen: set[tuple[int, int | None]] = set()  # (source, rank) pairs that had a line before
+        self._seen_first: dict[tuple[int, int | None], Line] = {}  # the first line of each pair
         self.dropped = 0
         self.world_size: int | None = None        # the largest world size a line states
 
@@ -193,31 +201,28 @@ class EventBuilder:
             ln.hits[:] = [h for h in ln.hits if keep(h)]
 
     def global_rank(self, ln: Line) -> int | None:
-        """A line's global rank: a local rank (torchrun's [default1]: on node 2 of a job) becomes the global
-        one where the agent's summary in the same source pairs them, and stays as it is where it does not
-        (one node: the same number)."""
+        """A line's global rank: a local rank (torchrun's [default1]: on node 2 of a job, a --log-dir folder's
+        number) becomes the global one where the logs pair them for its node (node_ranks); an srun task id is
+        no rank where each task ran a torchrun agent."""
+        if ln.by_task and self.torchrun_seen:
+            return None
         if not ln.local or ln.rank is None:
             return ln.rank
-        if (ln.src, ln.rank) in self.global_of:
-            return self.global_of[(ln.src, ln.rank)]
-        # torchrun numbers a node's ranks in one block: every pair the summary shows has the same offset
-        offsets = {g - local for (src, local), g in self.global_of.items() if src == ln.src}
-        if not offsets:
-            return ln.rank
-        return ln.rank + offsets.pop() if len(offsets) == 1 else None
+        return self.locals.global_rank(self.locals.node(ln.src, ln.task), ln.rank, self.world_size)
 
     def globalize(self) -> None:
         """Turn the local ranks of every event's lines into global ones (once the whole input was read)."""
-        if not self.global_of:
-            return
-        for ev in self.events:
-            for ln in ev.lines:
-                if ln.local:
-                    ln.rank, ln.local = self.global_rank(ln), False
+        lines = [ln for ev in self.events for ln in ev.lines]
+        if self.agent_failed is not None:
+            lines.append(self.agent_failed)
+        for ln in lines:
+            if ln.local or ln.by_task:
+                ln.rank, ln.local, ln.by_task = self.global_rank(ln), False, False
 
     def ranks_seen(self) -> set[int]:
         """Ranks that wrote any candidate line, or that the agent's summary lists."""
-        return {r for _, r in self._seen if r is not None} | {e.rank for e in self.summary}
+        ranks = {self.global_rank(ln) for ln in self._seen_first.values()}
+        return {r for r in ranks if r is not None} | {e.rank for e in self.summary}
 
     def agent_first(self, echoed: set[int] = frozenset()) -> Line | None:
         """The rank the agent's summary shows failing first, or its line with no rank where the summary
@@ -264,9 +269,9 @@ class EventBuilder:
             return
         m = SUMMARY_RANK.match(body)
         if m:
-            ln.rank = int(m["rank"])
+            ln.rank, ln.local, ln.by_task = int(m["rank"]), False, False
             if m["local"] is not None:
-                self.global_of[(ln.src, int(m["local"]))] = ln.rank
+                self.locals.pair(self.locals.node(ln.src, ln.task), int(m["local"]), ln.rank)
             self.summary.append(SummaryEntry(ln.rank, ln, self._in_summary[ln.src], time=self._time.pop(ln.src, None)))
             return
         m = SUMMARY_EXIT.match(body)
@@ -321,15 +326,26 @@ class EventBuilder:
                 self.world_size = max(self.world_size or 0, int(m["n"]))
         if self.agent_failed is None:
             m = AGENT_FAILED.search(body)
-            if m:
+            if m:  # torchrun's "local_rank: N" is a local rank; spawn's process index is the rank
                 self.agent_failed = Line(ln.src, ln.file, ln.line, int(m["rank"] or m["spawned"]), ln.ts, ln.text,
-                                         ln.hits, body)
+                                         ln.hits, body, local=m["rank"] is not None, task=ln.task)
         cont = self._colon.pop(ln.src, None)
         if cont is not None and ln.rank is None and ln.line == cont.lines[-1].line + 1:
             # "ERROR Training failed due to:" then the message on the next, unprefixed line
-            ln.rank = cont.rank
+            _inherit(ln, cont.first)
             cont.lines.append(ln)
             return
+        prev, prev_line = self._last_line.pop(ln.src, (None, 0))
+        if prev is not None and ln.line == prev_line + 1 and C10_BACKTRACE.match(body.lstrip()) \
+                and ln.rank in (None, prev.rank):
+            # the C++ backtrace of the message on the line above: part of that message's event
+            _inherit(ln, prev.first)
+            if len(prev.lines) < MAX_EVENT_LINES:
+                prev.lines.append(ln)
+            self._last_line[ln.src] = (prev, ln.line)
+            return
+        if C10_BACKTRACE.match(body.lstrip()):
+            return  # the backtrace of a message that was no candidate (a warning's): no failure of its own
         if ln.rank is not None and body == ln.text:
             self._adopt(ln, body)
         key = (ln.src, ln.rank)
@@ -339,9 +355,10 @@ class EventBuilder:
             last = self._last_tb.get(ln.src)
             if last is not None and not last.closed and not TRACEBACK.search(body):
                 key, ev = (ln.src, last.rank), last
-                ln.rank = last.rank
+                _inherit(ln, last.first)
         first_of_rank = key not in self._seen
         self._seen.add(key)
+        self._seen_first.setdefault(key, ln)
         last_ts = self._last_ts.get(ln.src)
         if ln.ts is not None:
             self._last_ts[ln.src] = (ln.line, ln.ts)
@@ -386,5 +403,11 @@ class EventBuilder:
             return  # otherwise a stray traceback frame (its header was not seen): no event of its own
         ev = Event("line", ln, [ln])
         self._add(ev)
+        self._last_line[ln.src] = (ev, ln.line)
         if body.rstrip().endswith(":") and ERRORISH.search(body):
             self._colon[ln.src] = ev
+
+
+def _inherit(ln: Line, owner: Line) -> None:
+    """`ln` continues `owner`'s event: it is that line's rank, however that rank was named."""
+    ln.rank, ln.local, ln.task, ln.by_task = owner.rank, owner.local, owner.task, owner.by_task

@@ -45,8 +45,8 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("rank", re.compile(r"\[(?P<rank>\d{1,5})\]:(?=.)")),
     # torchrun --tee / --role prefixes: [default0]:, [trainer3]:
     ("local", re.compile(r"\[(?!rank\d)[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]:")),
-    # srun --label: "3: "
-    ("rank", re.compile(r"(?P<rank>\d{1,5}): ")),
+    # srun --label: "3: " (the task id: the rank where srun starts the workers, a node under srun torchrun)
+    ("task", re.compile(r"(?P<rank>\d{1,5}): ")),
     # host:rank as in "g3053:2 " or "node-1:0: "
     ("rank", re.compile(r"[A-Za-z][\w.-]*[A-Za-z0-9]:(?P<rank>\d{1,5})(?::\s?|\s)(?!\d)")),
 ]
@@ -103,14 +103,16 @@ def strip_ansi(text: str) -> str:
 
 def split_prefix(line: str) -> tuple[int | None, tuple | None, str]:
     """Peel rank prefixes off a line: (rank or None, timestamp from a prefix or None, body)."""
-    rank, local, ts, body = peel_prefix(line)
-    return (rank if rank is not None else local), ts, body
+    rank, local, ts, body, task = peel_prefix(line)
+    return next((r for r in (rank, task, local) if r is not None), None), ts, body
 
 
-def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str]:
-    """Peel rank prefixes off a line: (global rank, local rank (torchrun's [default1]:), timestamp, body)."""
+def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str, int | None]:
+    """Peel rank prefixes off a line: (global rank, local rank (torchrun's [default1]:), timestamp, body,
+    srun --label's task id)."""
     rank: int | None = None
     local: int | None = None
+    task: int | None = None
     ts = None
     body = line
     for step in range(4):
@@ -125,6 +127,8 @@ def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str]:
                 elif kind == "rank":
                     if rank is None or rx is _PREFIXES[0][1]:
                         rank = value
+                elif kind == "task":
+                    task = value
                 elif local is None:
                     local = value
                 if "ts" in rx.groupindex and m["ts"]:
@@ -133,7 +137,7 @@ def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str]:
                 break
         else:
             break
-    return rank, local, ts, body
+    return rank, local, ts, body, task
 
 
 def parse_timestamp(text: str) -> tuple | None:
@@ -153,8 +157,21 @@ def parse_timestamp(text: str) -> tuple | None:
     return None
 
 
+def torch_rank(line: str) -> int | None:
+    """The global rank of a line that starts with torch's own per-rank prefix ([rank3]:), else None."""
+    m = _PREFIXES[0][1].match(line)
+    return int(m["rank"]) if m else None
+
+
+def torchrun_folder(path: str) -> str | None:
+    """The attempt folder of a torchrun --log-dir file (<log dir>/<run id>/attempt_0/<local rank>/stderr.log):
+    one agent's, so one node's; the number under it is a LOCAL rank (node_ranks). None for other paths."""
+    m = _PATH_RANK[0].search(path.replace("\\", "/"))
+    return path.replace("\\", "/")[:m.start()] + m[0].split("/")[0] if m else None
+
+
 def rank_from_path(path: str) -> int | None:
-    """The rank a per-rank log file's path names, or None."""
+    """The rank a per-rank log file's path names (a local one in a torchrun --log-dir folder), or None."""
     norm = path.replace("\\", "/")
     for rx in _PATH_RANK:
         m = rx.search(norm)
