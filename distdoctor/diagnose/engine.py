@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from distdoctor.diagnose import calibrate, gpu_processes, p2p_matrix, preconditions, structure, versions
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
-from distdoctor.diagnose.first_failure import find_first_failure
+from distdoctor.diagnose.first_failure import blame_awaited, find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
 from distdoctor.diagnose.prefixes import (NcclRanks, message_rank, parse_timestamp, peel_prefix, rank_from_path,
                                            split_prefix, strip_ansi, torch_rank, torchrun_folder)
@@ -347,6 +347,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                        "check": calibrate.check_for(e), "evidence": evidence[:MAX_EVIDENCE]})
     verdict = calibrate.verdict(causes)
     top = matcher.entries[causes[0]["id"]] if verdict == "confident" else None
+    because = blame_awaited(found, causes[0]["id"] if causes else None)  # a lone timeout, read by its cause
+    first_line = found.line
     ff = None
     if first_line is not None:
         ff = {"rank": first_line.rank, "file": first_line.file, "line": first_line.line,
@@ -362,6 +364,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             ff["timed_out_ranks"] = found.timed_out
             if found.missing:
                 ff["missing_ranks"] = found.missing  # the job's other ranks: the ones the others waited for
+        if because:
+            ff["because"] = because  # why the rank named is not the one that reported the timeout
     echo_list = [{"file": e.key_line().file, "line": e.key_line().line, "rank": e.rank,
                   "text": e.key_line().text[:300]} for e in echoes[:20]]
     thin = not causes or causes[0]["score"] < THIN_SCORE or first is None or verdict != "confident"
