@@ -111,3 +111,40 @@ def test_lone_timeout_of_a_rank_conditional_collective_names_the_rank_that_timed
     ff = got["first_failure"]
     assert got["causes"][0]["id"] == "rank_conditional_collective", got["causes"][:3]
     assert ff["rank"] == 0 and "because" not in ff, ff
+
+
+NCCL_TESTS_252 = LOGS / "public_fabric_fault_nccltests252.log"  # https://github.com/NVIDIA/nccl-tests/issues/252
+
+
+def test_nccl_closed_by_local_rank_on_two_hosts_names_no_rank():
+    """The public log's "Connection closed by localRank N" lines alone (hosts kolyoz1 and kolyoz2): N is a
+    rank of the reporting host's node; with two nodes and no offset stated, no global rank (never 0)."""
+    lines = [ln for ln in NCCL_TESTS_252.read_text(encoding="utf-8").splitlines() if "closed by localRank" in ln]
+    assert {ln.split(":")[0] for ln in lines} == {"kolyoz1", "kolyoz2"}
+    ff = diagnose_text("\n".join(lines))["first_failure"]
+    assert ff["seen_by"] == "peers" and "localRank" in ff["text"] and ff["rank"] is None, ff
+
+
+def test_nccl_closed_by_local_rank_on_one_host_is_the_rank():
+    """One host in the log (the olmo field report): the local rank is the global one."""
+    ff = diagnose_paths([str(LOGS / "field_olmo_connection_closed.log")])["first_failure"]
+    assert ff["rank"] == 0 and "closed by localRank 0" in ff["text"]
+
+
+def test_nccl_local_rank_offsets_from_its_communicator_lines():
+    """NCCL's own communicator line places a host: rank 7 is localRank 7 on nathan-h100-1 (NVIDIA/nccl#1519,
+    2 nodes), so local rank 3 there is rank 3; "nNodes 1" (NVIDIA/nccl-tests#213) means one node."""
+    from distdoctor.diagnose.prefixes import NcclRanks
+
+    line = ("nathan-h100-1:11902:11975 [7] NCCL INFO comm 0x562d61d79a30 rank 7 nRanks 16 nNodes 2 localRanks 8 "
+            "localRank 7 MNNVL 0")
+    nccl = NcclRanks()
+    nccl.read(line)
+    nccl.see(line)
+    assert nccl.global_of_local(line, 3) == 3
+    other = "kolyoz2:25146:25852 [0] NCCL INFO [Service thread] Connection closed by localRank 0"  # nccl-tests#252
+    assert nccl.global_of_local(other, 0) is None  # 2 nodes, and that host's place is not stated
+    one = NcclRanks()
+    one.read("hw14:798:811 [1] NCCL INFO comm 0x55a7be569d00 rank 1 nRanks 8 nNodes 1 localRanks 8 localRank 1 MNNVL 0")
+    assert one.global_of_local("hw14:798:810 [0] NCCL INFO comm 0x55a7be5601c0 rank 0 nRanks 8 nNodes 1 localRanks 8 "
+                               "localRank 0 MNNVL 0", 5) == 5

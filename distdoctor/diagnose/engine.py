@@ -98,6 +98,8 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 if task is not None:
                     builder.locals.task(idx, task)
                 stated = "comm 0x" in text and tally.nccl.read(text)
+                if "NCCL" in text:
+                    tally.nccl.see(text)
                 if rank is None:
                     if src.rank_hint is not None:
                         rank, local = src.rank_hint, src.rank_hint if folder is not None else None
@@ -247,7 +249,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     seen = tally.conditions
     _add_rank_value_evidence(tally, matcher, differing)
     scores = _score(tally)
-    found = find_first_failure(builder)
+    found = find_first_failure(builder, tally.nccl)
     first, first_line, echoes, alike = found.event, found.line, found.echoes, found.all_ranks
     explained: list = []
     if first is not None:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from distdoctor.diagnose.events import DEAD_PEER, Event, EventBuilder, Line
+from distdoctor.diagnose.prefixes import NcclRanks
 
 
 @dataclass
@@ -43,8 +44,8 @@ def _signature(ev: Event):
     return hits or _blur(ev.key_line().body)
 
 
-def find_first_failure(builder: EventBuilder) -> FirstFailure:
-    """Find the first failure among the events of all sources."""
+def find_first_failure(builder: EventBuilder, nccl: NcclRanks | None = None) -> FirstFailure:
+    """Find the first failure among the events of all sources (`nccl`: what NCCL's lines said of its ranks)."""
     builder.globalize()
     builder.exits_from_srun()
     errors = [e for e in builder.events if e.is_error and not e.is_agent]
@@ -110,12 +111,14 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
         # every rank the agent lists died of the same signal: none went first
         return FirstFailure(None, _with_rank(agent, None), echoes, True, seen_by="agent")
     if agent is None:
-        # NCCL's "Connection closed by localRank N" names the rank that went away
+        # NCCL's "Connection closed by localRank N" names the rank that went away: a LOCAL rank of the
+        # reporting line's node, a global one only where NCCL's lines place that node (or show one node)
         for e in builder.events:
             for ln in e.lines:
                 m = DEAD_PEER.search(ln.body)
                 if m:
-                    return FirstFailure(None, _with_rank(ln, int(m["rank"])), echoes, seen_by="peers")
+                    rank = (nccl or NcclRanks()).global_of_local(ln.text, int(m["rank"]))
+                    return FirstFailure(None, _with_rank(ln, rank), echoes, seen_by="peers")
     return FirstFailure(None, agent, echoes, seen_by="agent" if agent is not None else None)
 
 

@@ -185,6 +185,8 @@ def rank_from_path(path: str) -> int | None:
 # and "ncclCommInitRank comm 0x.. rank 1 nranks 2 cudaDev 1 ..." later). Lines of that process are then that rank's.
 NCCL_PROCESS = re.compile(r"(?P<proc>(?=[\w.-]*[A-Za-z])[\w.-]+:\d+):\d+ \[\d+\] ")
 NCCL_COMM_RANK = re.compile(r"\bcomm 0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)")
+# later releases say where the rank sits: "comm 0x.. rank 7 nRanks 16 nNodes 2 localRanks 8 localRank 7 MNNVL 0"
+NCCL_LOCAL = re.compile(r"\bnNodes (?P<nodes>\d+) localRanks \d+ localRank (?P<local>\d+)\b")
 
 
 class NcclRanks:
@@ -192,9 +194,20 @@ class NcclRanks:
     of the largest size seen count (a tensor- or pipeline-parallel group's rank is not the global one),
     and a process that states two ranks for that size has none."""
 
+    MAX_HOSTS = 4096
+
     def __init__(self) -> None:
         self.size = 0
         self.ranks: dict[str, int | None] = {}
+        self.hosts: set[str] = set()               # hosts of the NCCL lines seen
+        self.offsets: dict[str, set[int]] = {}     # host -> global rank minus local rank, from "localRank N"
+        self.nodes: int | None = None              # nNodes of the largest communicator
+
+    def see(self, text: str) -> None:
+        """Note the host of an NCCL debug line."""
+        p = NCCL_PROCESS.match(text)
+        if p is not None and len(self.hosts) < self.MAX_HOSTS:
+            self.hosts.add(p["proc"].rsplit(":", 1)[0])
 
     def read(self, text: str) -> bool:
         """Learn from one line; True when it stated a process's rank."""
@@ -206,10 +219,29 @@ class NcclRanks:
         if size < 2 or size < self.size:
             return True
         if size > self.size:
-            self.size, self.ranks = size, {}
+            self.size, self.ranks, self.offsets, self.nodes = size, {}, {}, None
         known = self.ranks.get(p["proc"], rank)
         self.ranks[p["proc"]] = rank if known == rank else None
+        where = NCCL_LOCAL.search(text)
+        if where is not None:
+            self.nodes = int(where["nodes"])
+            self.offsets.setdefault(p["proc"].rsplit(":", 1)[0], set()).add(rank - int(where["local"]))
         return True
+
+    def global_of_local(self, text: str, local: int) -> int | None:
+        """The global rank of local rank `local` on the host of NCCL line `text` ("Connection closed by localRank
+        N" names a rank of that node): the host's offset where NCCL stated one; the local rank itself on one
+        node (nNodes 1, or a single host in the log); None where the log shows several nodes and no offset."""
+        p = NCCL_PROCESS.match(text)
+        host = p["proc"].rsplit(":", 1)[0] if p else None
+        offsets = self.offsets.get(host, set()) if host else set()
+        if len(offsets) == 1:
+            return local + next(iter(offsets))
+        if offsets:
+            return None
+        if self.nodes == 1 or (self.nodes is None and len(self.hosts | ({host} if host else set())) == 1):
+            return local
+        return None
 
     def rank_of(self, text: str) -> int | None:
         """The rank of the NCCL process that wrote an NCCL debug line, when it stated one."""
