@@ -69,7 +69,7 @@ class _Tally:
         if len(ev) < MAX_EVIDENCE and not any(e["file"] == ln.file and e["line"] == ln.line and e.get("sig") == k
                                               for e in ev):
             ev.append({"file": ln.file, "line": ln.line, "text": ln.text[:500], "rank": ln.rank,
-                       "kind": sig.kind, "proves": sig.proves, "sig": k})
+                       "kind": sig.kind, "proves": sig.proves, "sig": k, "ln": ln})  # ln: its rank, read at the end
 
 
 def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builder: EventBuilder,
@@ -312,7 +312,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
 
     evidence_of: dict[str, list[dict]] = {}
     for cause in scores:
-        evidence_of[cause] = _unique_lines([{k: v for k, v in ev.items() if k != "sig"}
+        evidence_of[cause] = _unique_lines([{**{k: v for k, v in ev.items() if k not in ("sig", "ln")},
+                                             **({"rank": builder.global_rank(ev["ln"])} if "ln" in ev else {})}
                                             for ev in tally.evidence.get(cause, [])
                                             if "sig" not in ev or tally.sigs[ev["sig"]].active(seen)])
         evidence_of[cause] += tally.structural.get(cause, [])
