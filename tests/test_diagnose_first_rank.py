@@ -64,6 +64,13 @@ def test_srun_labels_over_torchrun_agents_are_nodes(name):
     assert ff["rank"] == 3 and "Segmentation fault" in ff["text"], ff
 
 
+def test_srun_labels_are_ranks_where_srun_starts_the_workers():
+    """`srun --label python ...` (one task per rank) whose script carries @record: the survivors' tracebacks show
+    a torch/distributed/elastic frame, yet no agent ran; the crash's label 1 is its rank."""
+    ff = diagnose_paths([str(LOGS / "gen_segv_srun_python_record.log")])["first_failure"]
+    assert ff["rank"] == 1 and "Segmentation fault" in ff["text"], ff
+
+
 def test_srun_label_and_local_rank_without_the_summary_name_no_rank():
     """The --tee log without torchrun's summary and its "local_rank:" line: "1: [default1]:" is local rank 1
     of the second of two agents, whose first rank nothing states: no rank (not task 1, not local 1)."""

@@ -53,7 +53,11 @@ SIGABRT = -6
 SRUN_EXIT = re.compile(r"^srun: error: \S+: tasks? (?P<tasks>\d+(?:[-,]\d+)*): (?:Exited with exit code (?P<code>\d+)"
                        r"|(?P<signal>.+?))\s*$")
 SRUN_SIGNALS = {"Terminated": SIGTERM, "Killed": -9, "Segmentation fault": -11, "Aborted": -6, "Bus error": -7}
-TORCHRUN = ("torch/distributed/elastic", "torch.distributed.elastic", "ChildFailedError", "Root Cause")
+# torchrun's agent wrote these (its log lines, its own traceback, its summary); not a worker's frame of @record's
+# wrapper (torch/distributed/elastic/multiprocessing/errors/__init__.py), which any script may carry under srun
+TORCHRUN = ("torch/distributed/elastic/multiprocessing/api.py", "torch/distributed/elastic/agent/",
+            "torch/distributed/run.py", "torch/distributed/launcher/", "torch.distributed.elastic.multiprocessing.api",
+            "torch.distributed.elastic.agent", "ChildFailedError", "Root Cause")
 # The job's size where a line states it (torch's store barrier, a launcher, a user's print).
 WORLD_SIZE = re.compile(r"(?i)\bworld[_ ]size\b\s*[=:]?\s*(?P<n>\d{1,6})\b")
 MAX_EVENT_LINES = 24

@@ -178,6 +178,16 @@ def _srun_torchrun(case: Case) -> list[str]:
             f"{PROGRAMS}/{case.program}", *case.script_args]
 
 
+def _srun_python(case: Case) -> list[str]:
+    """`srun -n2 --label` with one task per rank (no torchrun): each task maps Slurm's ids to torch's env:// variables.
+    Needs Slurm, as _srun_torchrun."""
+    port = str(_free_port())
+    env = " ".join(f"{k}={v}" for k, v in case.env.items())
+    inner = (f"export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS MASTER_ADDR=127.0.0.1 "
+             f"MASTER_PORT={port} {env}; exec {shlex.join([sys.executable, f'{PROGRAMS}/{case.program}', *case.script_args])}")
+    return ["srun", "-n2", "--label", "--kill-on-bad-exit=1", "bash", "-c", inner]
+
+
 def _torchrun_gpu_count(case: Case) -> list[str]:
     """torchrun --nproc_per_node=gpu: torchrun counts the GPUs itself."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=gpu",
@@ -484,6 +494,12 @@ CASES: list[Case] = [
          notes="as gen_segv_srun_torchrun with torchrun --tee 3: the crashed worker's lines read "
                "'1: [default1]:...': srun's task id (a node) then torchrun's LOCAL rank; the task's summary "
                "pairs local rank 1 with rank 3."),
+    Case("gen_segv_srun_python_record", "peer_died_first", "fail_record_segv.py", 1,
+         expect=["1: Fatal Python error: Segmentation fault", "errors/__init__.py", "task 1: Segmentation fault"],
+         script_args=["--bad-rank", "1"], cmd=_srun_python, env={"PYTHONFAULTHANDLER": "1"}, attempts=3,
+         notes="srun -n2 --label, one task per rank (no torchrun); main() carries @record, so rank 0's echo "
+               "traceback has a torch/distributed/elastic frame although no agent ran. Rank 1's faulthandler "
+               "block carries only srun's label, which is its rank here."),
     Case("gen_skip_rank3_timeouts", "rank_conditional_collective", "fail_mixed_exits.py", 3,
          expect=["Timed out waiting 10000ms", "rank      : 3 (local_rank: 3)", "(SIGTERM)"], nproc=4,
          script_args=["--plan", "3:skip:0"], also=["collective_timeout"], timeout=90,
