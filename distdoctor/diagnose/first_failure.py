@@ -2,9 +2,9 @@
 
 Order is by time where every candidate has a timestamp (across per-rank files), else by position.
 Echoes (peer closed/reset, the agent's SIGTERM, watchdog reports) are set aside; timeouts name a
-waiting rank, not a culprit; the same failure on every rank means no rank went first; when no
-worker logged its own failure, the torchrun agent's summary (or NCCL's "closed by localRank N")
-names the rank.
+waiting rank, not a culprit (one rank's lone timeout is read by the cause once it is known: blame_awaited);
+the same failure on every rank means no rank went first; when no worker logged its own failure, the
+torchrun agent's summary (or NCCL's "closed by localRank N", a local rank) names the rank.
 """
 
 from __future__ import annotations
