@@ -39,9 +39,6 @@ TIMEOUT = re.compile(r"[Tt]imed out|[Tt]imeout|timed out after|failed to pass mo
 AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)"
                           # torch.multiprocessing.spawn's parent names the process (its index) that failed
                           r"|[Pp]rocess (?P<spawned>\d+) terminated with (?:signal|exit code|the following error)")
-# c10::Error's C++ backtrace under its message line: "Exception raised from recvBytes at ...Utils.hpp:787 (most
-# recent call first):", then "frame #0: c10::Error::Error(...)" lines and "<omitting python frames>"
-C10_BACKTRACE = re.compile(r"^(?:Exception raised from \S+ at \S+ \(most recent call first\):|frame #\d+: |<omitting python frames>)")
 DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
@@ -180,7 +177,6 @@ class EventBuilder:
         self.srun_exits: list[SummaryEntry] = []  # srun's task exits: the summary where no torchrun ran
         self.torchrun_seen = False                # torchrun's agent wrote to these logs
         self._colon: dict[int, Event] = {}
-        self._last_line: dict[int, tuple[Event, int]] = {}  # src -> the "line" event of its latest line, that line
         self._last_tb: dict[int, Event] = {}
         self._last_ts: dict[int, tuple[int, tuple]] = {}
         self._seen: set[tuple[int, int | None]] = set()  # (source, rank) pairs that had a line before
@@ -339,17 +335,6 @@ class EventBuilder:
             _inherit(ln, cont.first)
             cont.lines.append(ln)
             return
-        prev, prev_line = self._last_line.pop(ln.src, (None, 0))
-        if prev is not None and ln.line == prev_line + 1 and C10_BACKTRACE.match(body.lstrip()) \
-                and ln.rank in (None, prev.rank):
-            # the C++ backtrace of the message on the line above: part of that message's event
-            _inherit(ln, prev.first)
-            if len(prev.lines) < MAX_EVENT_LINES:
-                prev.lines.append(ln)
-            self._last_line[ln.src] = (prev, ln.line)
-            return
-        if C10_BACKTRACE.match(body.lstrip()):
-            return  # the backtrace of a message that was no candidate (a warning's): no failure of its own
         if ln.rank is not None and body == ln.text:
             self._adopt(ln, body)
         key = (ln.src, ln.rank)
@@ -407,7 +392,6 @@ class EventBuilder:
             return  # otherwise a stray traceback frame (its header was not seen): no event of its own
         ev = Event("line", ln, [ln])
         self._add(ev)
-        self._last_line[ln.src] = (ev, ln.line)
         if body.rstrip().endswith(":") and ERRORISH.search(body):
             self._colon[ln.src] = ev
 
