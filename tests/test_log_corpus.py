@@ -147,7 +147,7 @@ FRAME = re.compile(r'File "[^"]*/(evals/programs/fail_\w+\.py)", line (\d+), in 
 
 
 def _code(line: str) -> str:
-    return re.sub(r"^(\[\w+\]:)+", "", line).strip()
+    return re.sub(r"^(?:\d+: )?(\[\w+\]:)+", "", line).strip()  # srun --label's "1: ", torchrun's and torch's prefixes
 
 
 def test_generated_logs_are_fresh() -> None:

@@ -9,10 +9,10 @@ from collections import defaultdict
 
 from distdoctor.diagnose import alternatives, calibrate, gpu_processes, p2p_matrix, preconditions, structure, versions
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
-from distdoctor.diagnose.first_failure import find_first_failure
+from distdoctor.diagnose.first_failure import blame_awaited, find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
 from distdoctor.diagnose.prefixes import (NcclRanks, message_rank, parse_timestamp, peel_prefix, rank_from_path,
-                                           split_prefix, strip_ansi)
+                                           split_prefix, strip_ansi, torch_rank, torchrun_folder)
 from distdoctor.diagnose.rank_values import RankValues
 from distdoctor.diagnose.scanner import Prefilter
 from distdoctor.diagnose.sources import InputError, ScanStats, Source, expand, spans
@@ -69,12 +69,15 @@ class _Tally:
         if len(ev) < MAX_EVIDENCE and not any(e["file"] == ln.file and e["line"] == ln.line and e.get("sig") == k
                                               for e in ev):
             ev.append({"file": ln.file, "line": ln.line, "text": ln.text[:500], "rank": ln.rank,
-                       "kind": sig.kind, "proves": sig.proves, "sig": k})
+                       "kind": sig.kind, "proves": sig.proves, "sig": k, "ln": ln})  # ln: its rank, read at the end
 
 
 def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builder: EventBuilder,
                  tally: _Tally, stats: ScanStats, progress=None) -> None:
     state: dict = {}
+    folder = torchrun_folder(src.name) if src.rank_hint is not None else None
+    if folder is not None:  # a torchrun --log-dir file: its folder's number is a local rank
+        builder.locals.folder(idx, folder, src.rank_hint)
     with src.open() as stream:
         for n, (first, block, lo, hi) in enumerate(spans(stream, stats, src.name)):
             if len(tally.head) < HEAD_BYTES:
@@ -87,15 +90,26 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 if "\ufffd" in text:
                     stats.invalid_utf8 = True
                 text = strip_ansi(text).rstrip("\r")
-                rank, local, ts, body = peel_prefix(text)
+                rank, local, ts, body, task = peel_prefix(text)
                 local = local if rank is None else None
                 rank = local if rank is None else rank
+                by_task = rank is None and task is not None
+                rank = task if by_task else rank
+                if task is not None:
+                    builder.locals.task(idx, task)
                 stated = "comm 0x" in text and tally.nccl.read(text)
+                if "NCCL" in text:
+                    tally.nccl.see(text)
                 if rank is None:
-                    rank = src.rank_hint if src.rank_hint is not None else \
-                        tally.nccl.rank_of(text) if tally.nccl.ranks else None
+                    if src.rank_hint is not None:
+                        rank, local = src.rank_hint, src.rank_hint if folder is not None else None
+                    elif tally.nccl.ranks:
+                        rank = tally.nccl.rank_of(text)
                     if rank is None:
                         rank = message_rank(body)
+                elif folder is not None and local is None and torch_rank(text) is not None:
+                    # a worker's own [rank3]: line in its --log-dir file: the folder's local rank is global rank 3
+                    builder.locals.pair(folder, src.rank_hint, rank)
                 if ts is None:
                     ts = parse_timestamp(body)
                 hits = matcher.match_line(text)
@@ -113,7 +127,7 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                     tally.patch_shown.setdefault(patch, {"file": src.name, "line": line_no, "text": text[:500]})
                 if matcher.conditions:
                     tally.conditions.update(matcher.match_conditions(text))
-                ln = Line(idx, src.name, line_no, rank, ts, text, hits, body, local is not None)
+                ln = Line(idx, src.name, line_no, rank, ts, text, hits, body, local is not None, task, by_task)
                 if matcher.rank_values:
                     for cond, who, value in matcher.match_rank_values(text, rank):
                         tally.rank_values.add(cond, who, value, ln)
@@ -235,7 +249,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     seen = tally.conditions
     _add_rank_value_evidence(tally, matcher, differing)
     scores = _score(tally)
-    found = find_first_failure(builder)
+    found = find_first_failure(builder, tally.nccl)
     first, first_line, echoes, alike = found.event, found.line, found.echoes, found.all_ranks
     explained: list = []
     if first is not None:
@@ -304,7 +318,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
 
     evidence_of: dict[str, list[dict]] = {}
     for cause in scores:
-        evidence_of[cause] = _unique_lines([{k: v for k, v in ev.items() if k != "sig"}
+        evidence_of[cause] = _unique_lines([{**{k: v for k, v in ev.items() if k not in ("sig", "ln")},
+                                             **({"rank": builder.global_rank(ev["ln"])} if "ln" in ev else {})}
                                             for ev in tally.evidence.get(cause, [])
                                             if "sig" not in ev or tally.sigs[ev["sig"]].active(seen)])
         evidence_of[cause] += tally.structural.get(cause, [])
@@ -346,6 +361,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     for i, c in enumerate(causes):
         c["role"] = "candidate" if verdict != "confident" else "top" if i == 0 else "alternative"
     top = matcher.entries[causes[0]["id"]] if verdict == "confident" else None
+    because = blame_awaited(found, causes[0]["id"] if causes else None)  # a lone timeout, read by its cause
+    first_line = found.line
     ff = None
     if first_line is not None:
         ff = {"rank": first_line.rank, "file": first_line.file, "line": first_line.line,
@@ -361,6 +378,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             ff["timed_out_ranks"] = found.timed_out
             if found.missing:
                 ff["missing_ranks"] = found.missing  # the job's other ranks: the ones the others waited for
+        if because:
+            ff["because"] = because  # why the rank named is not the one that reported the timeout
     echo_list = [{"file": e.key_line().file, "line": e.key_line().line, "rank": e.rank,
                   "text": e.key_line().text[:300]} for e in echoes[:20]]
     thin = not causes or causes[0]["score"] < THIN_SCORE or first is None or verdict != "confident"

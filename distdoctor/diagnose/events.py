@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from distdoctor.diagnose.matcher import CompiledSignature
+from distdoctor.diagnose.node_ranks import LocalRanks
 
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?P<comma>,)? in ')
@@ -49,7 +50,11 @@ SIGABRT = -6
 SRUN_EXIT = re.compile(r"^srun: error: \S+: tasks? (?P<tasks>\d+(?:[-,]\d+)*): (?:Exited with exit code (?P<code>\d+)"
                        r"|(?P<signal>.+?))\s*$")
 SRUN_SIGNALS = {"Terminated": SIGTERM, "Killed": -9, "Segmentation fault": -11, "Aborted": -6, "Bus error": -7}
-TORCHRUN = ("torch/distributed/elastic", "torch.distributed.elastic", "ChildFailedError", "Root Cause")
+# torchrun's agent wrote these (its log lines, its own traceback, its summary); not a worker's frame of @record's
+# wrapper (torch/distributed/elastic/multiprocessing/errors/__init__.py), which any script may carry under srun
+TORCHRUN = ("torch/distributed/elastic/multiprocessing/api.py", "torch/distributed/elastic/agent/",
+            "torch/distributed/run.py", "torch/distributed/launcher/", "torch.distributed.elastic.multiprocessing.api",
+            "torch.distributed.elastic.agent", "ChildFailedError", "Root Cause")
 # The job's size where a line states it (torch's store barrier, a launcher, a user's print).
 WORLD_SIZE = re.compile(r"(?i)\bworld[_ ]size\b\s*[=:]?\s*(?P<n>\d{1,6})\b")
 MAX_EVENT_LINES = 24
@@ -67,7 +72,9 @@ class Line:
     text: str
     hits: list[CompiledSignature]
     body: str = ""   # text without rank prefixes
-    local: bool = False  # rank is a local rank (torchrun's [default1]:), not yet the global one
+    local: bool = False  # rank is a local rank (torchrun's [default1]:, a --log-dir folder), not yet the global one
+    task: int | None = None  # srun --label's task id ("3: "): the rank, unless each task is a torchrun agent
+    by_task: bool = False    # rank is that task id
 
 
 @dataclass
@@ -166,13 +173,14 @@ class EventBuilder:
         self.agent_failed: Line | None = None    # first "failed (exitcode: N) local_rank: K"
         self._in_summary: dict[int, bool] = {}   # src -> inside the Root Cause part
         self._time: dict[int, str] = {}          # src -> the time of the summary entry being read
-        self.global_of: dict[tuple[int, int], int] = {}  # (src, local rank) -> global rank, from the summary
+        self.locals = LocalRanks()  # local -> global rank pairs the logs state, per node
         self.srun_exits: list[SummaryEntry] = []  # srun's task exits: the summary where no torchrun ran
         self.torchrun_seen = False                # torchrun's agent wrote to these logs
         self._colon: dict[int, Event] = {}
         self._last_tb: dict[int, Event] = {}
         self._last_ts: dict[int, tuple[int, tuple]] = {}
         self._seen: set[tuple[int, int | None]] = set()  # (source, rank) pairs that had a line before
+        self._seen_first: dict[tuple[int, int | None], Line] = {}  # the first line of each pair
         self.dropped = 0
         self.world_size: int | None = None        # the largest world size a line states
 
@@ -193,31 +201,28 @@ class EventBuilder:
             ln.hits[:] = [h for h in ln.hits if keep(h)]
 
     def global_rank(self, ln: Line) -> int | None:
-        """A line's global rank: a local rank (torchrun's [default1]: on node 2 of a job) becomes the global
-        one where the agent's summary in the same source pairs them, and stays as it is where it does not
-        (one node: the same number)."""
+        """A line's global rank: a local rank (torchrun's [default1]: on node 2 of a job, a --log-dir folder's
+        number) becomes the global one where the logs pair them for its node (node_ranks); an srun task id is
+        no rank where each task ran a torchrun agent."""
+        if ln.by_task and self.torchrun_seen:
+            return None
         if not ln.local or ln.rank is None:
             return ln.rank
-        if (ln.src, ln.rank) in self.global_of:
-            return self.global_of[(ln.src, ln.rank)]
-        # torchrun numbers a node's ranks in one block: every pair the summary shows has the same offset
-        offsets = {g - local for (src, local), g in self.global_of.items() if src == ln.src}
-        if not offsets:
-            return ln.rank
-        return ln.rank + offsets.pop() if len(offsets) == 1 else None
+        return self.locals.global_rank(self.locals.node(ln.src, ln.task), ln.rank, self.world_size)
 
     def globalize(self) -> None:
         """Turn the local ranks of every event's lines into global ones (once the whole input was read)."""
-        if not self.global_of:
-            return
-        for ev in self.events:
-            for ln in ev.lines:
-                if ln.local:
-                    ln.rank, ln.local = self.global_rank(ln), False
+        lines = [ln for ev in self.events for ln in ev.lines]
+        if self.agent_failed is not None:
+            lines.append(self.agent_failed)
+        for ln in lines:
+            if ln.local or ln.by_task:
+                ln.rank, ln.local, ln.by_task = self.global_rank(ln), False, False
 
     def ranks_seen(self) -> set[int]:
         """Ranks that wrote any candidate line, or that the agent's summary lists."""
-        return {r for _, r in self._seen if r is not None} | {e.rank for e in self.summary}
+        ranks = {self.global_rank(ln) for ln in self._seen_first.values()}
+        return {r for r in ranks if r is not None} | {e.rank for e in self.summary}
 
     def agent_first(self, echoed: set[int] = frozenset()) -> Line | None:
         """The rank the agent's summary shows failing first, or its line with no rank where the summary
@@ -264,9 +269,9 @@ class EventBuilder:
             return
         m = SUMMARY_RANK.match(body)
         if m:
-            ln.rank = int(m["rank"])
+            ln.rank, ln.local, ln.by_task = int(m["rank"]), False, False
             if m["local"] is not None:
-                self.global_of[(ln.src, int(m["local"]))] = ln.rank
+                self.locals.pair(self.locals.node(ln.src, ln.task), int(m["local"]), ln.rank)
             self.summary.append(SummaryEntry(ln.rank, ln, self._in_summary[ln.src], time=self._time.pop(ln.src, None)))
             return
         m = SUMMARY_EXIT.match(body)
@@ -321,13 +326,13 @@ class EventBuilder:
                 self.world_size = max(self.world_size or 0, int(m["n"]))
         if self.agent_failed is None:
             m = AGENT_FAILED.search(body)
-            if m:
+            if m:  # torchrun's "local_rank: N" is a local rank; spawn's process index is the rank
                 self.agent_failed = Line(ln.src, ln.file, ln.line, int(m["rank"] or m["spawned"]), ln.ts, ln.text,
-                                         ln.hits, body)
+                                         ln.hits, body, local=m["rank"] is not None, task=ln.task)
         cont = self._colon.pop(ln.src, None)
         if cont is not None and ln.rank is None and ln.line == cont.lines[-1].line + 1:
             # "ERROR Training failed due to:" then the message on the next, unprefixed line
-            ln.rank = cont.rank
+            _inherit(ln, cont.first)
             cont.lines.append(ln)
             return
         if ln.rank is not None and body == ln.text:
@@ -339,9 +344,10 @@ class EventBuilder:
             last = self._last_tb.get(ln.src)
             if last is not None and not last.closed and not TRACEBACK.search(body):
                 key, ev = (ln.src, last.rank), last
-                ln.rank = last.rank
+                _inherit(ln, last.first)
         first_of_rank = key not in self._seen
         self._seen.add(key)
+        self._seen_first.setdefault(key, ln)
         last_ts = self._last_ts.get(ln.src)
         if ln.ts is not None:
             self._last_ts[ln.src] = (ln.line, ln.ts)
@@ -388,3 +394,8 @@ class EventBuilder:
         self._add(ev)
         if body.rstrip().endswith(":") and ERRORISH.search(body):
             self._colon[ln.src] = ev
+
+
+def _inherit(ln: Line, owner: Line) -> None:
+    """`ln` continues `owner`'s event: it is that line's rank, however that rank was named."""
+    ln.rank, ln.local, ln.task, ln.by_task = owner.rank, owner.local, owner.task, owner.by_task

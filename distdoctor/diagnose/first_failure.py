@@ -2,9 +2,9 @@
 
 Order is by time where every candidate has a timestamp (across per-rank files), else by position.
 Echoes (peer closed/reset, the agent's SIGTERM, watchdog reports) are set aside; timeouts name a
-waiting rank, not a culprit; the same failure on every rank means no rank went first; when no
-worker logged its own failure, the torchrun agent's summary (or NCCL's "closed by localRank N")
-names the rank.
+waiting rank, not a culprit (one rank's lone timeout is read by the cause once it is known: blame_awaited);
+the same failure on every rank means no rank went first; when no worker logged its own failure, the
+torchrun agent's summary (or NCCL's "closed by localRank N", a local rank) names the rank.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from distdoctor.diagnose.events import DEAD_PEER, Event, EventBuilder, Line
+from distdoctor.diagnose.prefixes import NcclRanks
 
 
 @dataclass
@@ -26,6 +27,7 @@ class FirstFailure:
     timed_out: list[int] = field(default_factory=list)  # ranks that reported a timeout (when all waited)
     missing: list[int] = field(default_factory=list)    # ranks of the job that reported none: the awaited ones
     failed: list[int] = field(default_factory=list)     # ranks with an error of their own (not an echo, not a timeout)
+    awaited: list[int] = field(default_factory=list)    # one rank timed out: the job's other ranks (it waited for them)
 
 
 def _order(ev: Event, all_ts: bool) -> tuple:
@@ -42,8 +44,8 @@ def _signature(ev: Event):
     return hits or _blur(ev.key_line().body)
 
 
-def find_first_failure(builder: EventBuilder) -> FirstFailure:
-    """Find the first failure among the events of all sources."""
+def find_first_failure(builder: EventBuilder, nccl: NcclRanks | None = None) -> FirstFailure:
+    """Find the first failure among the events of all sources (`nccl`: what NCCL's lines said of its ranks)."""
     builder.globalize()
     builder.exits_from_srun()
     errors = [e for e in builder.events if e.is_error and not e.is_agent]
@@ -72,7 +74,12 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
                 # every other rank of the job waited: the one that did not is where the job stopped
                 return FirstFailure(first, _with_rank(key, missing[0]), echoes, False, waiting=True,
                                     seen_by="peers", timed_out=timed_out, missing=missing)
-            return FirstFailure(first, key, echoes, alike, waiting=alike, timed_out=timed_out, missing=missing)
+            # one rank timed out: it ran a collective the others never joined (the rank to name), or it waited
+            # for a rank that was late; which one only the cause tells (blame_awaited, once it is known)
+            awaited = _missing(builder, timed_out, echoed, least=1) \
+                if not alike and len(timed_out) == 1 and _whole_job(builder, timed_out) else []
+            return FirstFailure(first, key, echoes, alike, waiting=alike, timed_out=timed_out, missing=missing,
+                                awaited=awaited)
         candidates = failed
         failed_ranks = sorted({e.rank for e in failed if e.rank is not None})
         first = candidates[0]
@@ -94,6 +101,8 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
                 alike = False  # the agent saw one failure: the copies are one process repeating itself
         if first.rank is None and not alike and agent is not None:
             key = _with_rank(key, agent.rank)
+            if agent.rank is not None:
+                failed_ranks = sorted({*failed_ranks, agent.rank})
         if alike:
             key = _with_rank(key, None)
         return FirstFailure(first, key, echoes, alike, failed=failed_ranks)
@@ -102,22 +111,24 @@ def find_first_failure(builder: EventBuilder) -> FirstFailure:
         # every rank the agent lists died of the same signal: none went first
         return FirstFailure(None, _with_rank(agent, None), echoes, True, seen_by="agent")
     if agent is None:
-        # NCCL's "Connection closed by localRank N" names the rank that went away
+        # NCCL's "Connection closed by localRank N" names the rank that went away: a LOCAL rank of the
+        # reporting line's node, a global one only where NCCL's lines place that node (or show one node)
         for e in builder.events:
             for ln in e.lines:
                 m = DEAD_PEER.search(ln.body)
                 if m:
-                    return FirstFailure(None, _with_rank(ln, int(m["rank"])), echoes, seen_by="peers")
+                    rank = (nccl or NcclRanks()).global_of_local(ln.text, int(m["rank"]))
+                    return FirstFailure(None, _with_rank(ln, rank), echoes, seen_by="peers")
     return FirstFailure(None, agent, echoes, seen_by="agent" if agent is not None else None)
 
 
 
 def _missing(builder: EventBuilder, timed_out: list[int], echoed: set[int] = frozenset(),
-             most: int = 16) -> list[int]:
+             most: int = 16, least: int = 2) -> list[int]:
     """Ranks of the job (0 .. world size - 1, the size as logged, else the highest rank seen + 1) that reported
     neither a timeout nor a peer's death (`echoed`) while the others did: the ones they waited for. Empty
     when the job's size is unknown or too many are missing to point anywhere."""
-    if len(timed_out) < 2:
+    if len(timed_out) < least:
         return []
     world = max(builder.world_size or 0, max(builder.ranks_seen() | set(timed_out)) + 1)
     missing = [r for r in range(world) if r not in set(timed_out) | echoed]
@@ -135,3 +146,23 @@ def _whole_job(builder: EventBuilder, timed_out: list[int]) -> bool:
 
 def _with_rank(ln: Line, rank: int | None) -> Line:
     return Line(ln.src, ln.file, ln.line, rank, ln.ts, ln.text, ln.hits, ln.body)
+
+
+# Causes whose account of a lone timeout blames the rank that was waited for, not the one that timed out:
+# the late rank had not reached the collective yet (still in its pre-work) and so reported nothing.
+# (rank_conditional_collective is the other reading: the rank that timed out ran a collective alone.)
+AWAITED_CAUSES = {
+    "rank_start_skew": "rank {waiter} timed out waiting for rank {late}, which was still in its pre-work "
+                       "(rank_start_skew): rank {late} fell behind first",
+}
+
+
+def blame_awaited(found: FirstFailure, cause: str | None) -> str | None:
+    """Where one rank timed out and the top cause says the rank it waited for is at fault, name that rank
+    (in found.line) and return why; else None and `found` stays as it is."""
+    if cause not in AWAITED_CAUSES or len(found.awaited) != 1 or found.line is None or found.event is None:
+        return None
+    waiter, late = found.timed_out[0], found.awaited[0]
+    found.line = _with_rank(found.line, late)
+    found.missing, found.seen_by, found.waiting = [late], "peers", True
+    return AWAITED_CAUSES[cause].format(waiter=waiter, late=late)

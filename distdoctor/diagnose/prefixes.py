@@ -45,8 +45,8 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("rank", re.compile(r"\[(?P<rank>\d{1,5})\]:(?=.)")),
     # torchrun --tee / --role prefixes: [default0]:, [trainer3]:
     ("local", re.compile(r"\[(?!rank\d)[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]:")),
-    # srun --label: "3: "
-    ("rank", re.compile(r"(?P<rank>\d{1,5}): ")),
+    # srun --label: "3: " (the task id: the rank where srun starts the workers, a node under srun torchrun)
+    ("task", re.compile(r"(?P<rank>\d{1,5}): ")),
     # host:rank as in "g3053:2 " or "node-1:0: "
     ("rank", re.compile(r"[A-Za-z][\w.-]*[A-Za-z0-9]:(?P<rank>\d{1,5})(?::\s?|\s)(?!\d)")),
 ]
@@ -103,14 +103,16 @@ def strip_ansi(text: str) -> str:
 
 def split_prefix(line: str) -> tuple[int | None, tuple | None, str]:
     """Peel rank prefixes off a line: (rank or None, timestamp from a prefix or None, body)."""
-    rank, local, ts, body = peel_prefix(line)
-    return (rank if rank is not None else local), ts, body
+    rank, local, ts, body, task = peel_prefix(line)
+    return next((r for r in (rank, task, local) if r is not None), None), ts, body
 
 
-def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str]:
-    """Peel rank prefixes off a line: (global rank, local rank (torchrun's [default1]:), timestamp, body)."""
+def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str, int | None]:
+    """Peel rank prefixes off a line: (global rank, local rank (torchrun's [default1]:), timestamp, body,
+    srun --label's task id)."""
     rank: int | None = None
     local: int | None = None
+    task: int | None = None
     ts = None
     body = line
     for step in range(4):
@@ -125,6 +127,8 @@ def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str]:
                 elif kind == "rank":
                     if rank is None or rx is _PREFIXES[0][1]:
                         rank = value
+                elif kind == "task":
+                    task = value
                 elif local is None:
                     local = value
                 if "ts" in rx.groupindex and m["ts"]:
@@ -133,7 +137,7 @@ def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str]:
                 break
         else:
             break
-    return rank, local, ts, body
+    return rank, local, ts, body, task
 
 
 def parse_timestamp(text: str) -> tuple | None:
@@ -153,8 +157,21 @@ def parse_timestamp(text: str) -> tuple | None:
     return None
 
 
+def torch_rank(line: str) -> int | None:
+    """The global rank of a line that starts with torch's own per-rank prefix ([rank3]:), else None."""
+    m = _PREFIXES[0][1].match(line)
+    return int(m["rank"]) if m else None
+
+
+def torchrun_folder(path: str) -> str | None:
+    """The attempt folder of a torchrun --log-dir file (<log dir>/<run id>/attempt_0/<local rank>/stderr.log):
+    one agent's, so one node's; the number under it is a LOCAL rank (node_ranks). None for other paths."""
+    m = _PATH_RANK[0].search(path.replace("\\", "/"))
+    return path.replace("\\", "/")[:m.start()] + m[0].split("/")[0] if m else None
+
+
 def rank_from_path(path: str) -> int | None:
-    """The rank a per-rank log file's path names, or None."""
+    """The rank a per-rank log file's path names (a local one in a torchrun --log-dir folder), or None."""
     norm = path.replace("\\", "/")
     for rx in _PATH_RANK:
         m = rx.search(norm)
@@ -168,6 +185,8 @@ def rank_from_path(path: str) -> int | None:
 # and "ncclCommInitRank comm 0x.. rank 1 nranks 2 cudaDev 1 ..." later). Lines of that process are then that rank's.
 NCCL_PROCESS = re.compile(r"(?P<proc>(?=[\w.-]*[A-Za-z])[\w.-]+:\d+):\d+ \[\d+\] ")
 NCCL_COMM_RANK = re.compile(r"\bcomm 0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?P<n>\d+)")
+# later releases say where the rank sits: "comm 0x.. rank 7 nRanks 16 nNodes 2 localRanks 8 localRank 7 MNNVL 0"
+NCCL_LOCAL = re.compile(r"\bnNodes (?P<nodes>\d+) localRanks \d+ localRank (?P<local>\d+)\b")
 
 
 class NcclRanks:
@@ -175,9 +194,20 @@ class NcclRanks:
     of the largest size seen count (a tensor- or pipeline-parallel group's rank is not the global one),
     and a process that states two ranks for that size has none."""
 
+    MAX_HOSTS = 4096
+
     def __init__(self) -> None:
         self.size = 0
         self.ranks: dict[str, int | None] = {}
+        self.hosts: set[str] = set()               # hosts of the NCCL lines seen
+        self.offsets: dict[str, set[int]] = {}     # host -> global rank minus local rank, from "localRank N"
+        self.nodes: int | None = None              # nNodes of the largest communicator
+
+    def see(self, text: str) -> None:
+        """Note the host of an NCCL debug line."""
+        p = NCCL_PROCESS.match(text)
+        if p is not None and len(self.hosts) < self.MAX_HOSTS:
+            self.hosts.add(p["proc"].rsplit(":", 1)[0])
 
     def read(self, text: str) -> bool:
         """Learn from one line; True when it stated a process's rank."""
@@ -189,10 +219,29 @@ class NcclRanks:
         if size < 2 or size < self.size:
             return True
         if size > self.size:
-            self.size, self.ranks = size, {}
+            self.size, self.ranks, self.offsets, self.nodes = size, {}, {}, None
         known = self.ranks.get(p["proc"], rank)
         self.ranks[p["proc"]] = rank if known == rank else None
+        where = NCCL_LOCAL.search(text)
+        if where is not None:
+            self.nodes = int(where["nodes"])
+            self.offsets.setdefault(p["proc"].rsplit(":", 1)[0], set()).add(rank - int(where["local"]))
         return True
+
+    def global_of_local(self, text: str, local: int) -> int | None:
+        """The global rank of local rank `local` on the host of NCCL line `text` ("Connection closed by localRank
+        N" names a rank of that node): the host's offset where NCCL stated one; the local rank itself on one
+        node (nNodes 1, or a single host in the log); None where the log shows several nodes and no offset."""
+        p = NCCL_PROCESS.match(text)
+        host = p["proc"].rsplit(":", 1)[0] if p else None
+        offsets = self.offsets.get(host, set()) if host else set()
+        if len(offsets) == 1:
+            return local + next(iter(offsets))
+        if offsets:
+            return None
+        if self.nodes == 1 or (self.nodes is None and len(self.hosts | ({host} if host else set())) == 1):
+            return local
+        return None
 
     def rank_of(self, text: str) -> int | None:
         """The rank of the NCCL process that wrote an NCCL debug line, when it stated one."""

@@ -82,9 +82,11 @@ def render(result: dict) -> str:
                 "peers": " (named by its peers' errors)"}.get(ff.get("seen_by", ""), "") if not ff.get("waiting") else ""
         out.append(f"First failure: {who}{seen} at {ff['file']}:{ff['line']}")
         out.append(f"    {_clip(ff['text'])}")
+        if ff.get("because"):
+            out.append(f"    {ff['because']}")
         if len(ff.get("failed_ranks", [])) > 1:
             out.append(f"    ranks with an error of their own: {', '.join(map(str, ff['failed_ranks']))}")
-        if ff.get("missing_ranks"):
+        if ff.get("missing_ranks") and not ff.get("because"):
             waited = ", ".join(map(str, ff.get("timed_out_ranks", [])))
             missing = ", ".join(map(str, ff["missing_ranks"]))
             out.append(f"    ranks {waited} timed out; rank(s) {missing} reported no timeout in these logs: if the "

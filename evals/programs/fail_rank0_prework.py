@@ -1,8 +1,9 @@
 """Rank 0 alone does slow pre-work (a sleep standing in for tokenising a dataset with `map`) while the
-other ranks wait in dist.barrier() under a short process-group timeout.
+other ranks wait in dist.barrier() under a short process-group timeout (--late-rank N: rank N does it).
 
 The waiting rank times out although network, launch and code are right: expected cause rank_start_skew.
 """
+import argparse
 import sys
 import time
 from datetime import timedelta
@@ -23,10 +24,13 @@ def tokenize_dataset() -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--late-rank", type=int, default=0)
+    args = parser.parse_args()
     dist.init_process_group("gloo", timeout=timedelta(seconds=TIMEOUT_S))
     rank = dist.get_rank()
-    if rank == 0:
-        tokenize_dataset()  # the others go straight to the barrier and wait for rank 0
+    if rank == args.late_rank:
+        tokenize_dataset()  # the others go straight to the barrier and wait for this rank
     dist.barrier()
     print("rank", rank, "passed the barrier", flush=True)
     dist.destroy_process_group()

@@ -150,6 +150,44 @@ def _torchrun_node1_of_two(case: Case) -> list[str]:
     return ["bash", "-c", f"{node(0)} >/dev/null 2>&1 & {node(1)}; wait"]
 
 
+LOGDIR_MARK = "@LOGDIR@"  # where a custom command puts torchrun's --log-dir (produce() fills it in)
+
+
+def _two_nodes_c10d_logdir(case: Case) -> list[str]:
+    """Two torchrun agents on this machine as the two nodes of one job (--nnodes=2, c10d rendezvous on
+    127.0.0.1), each with its own --log-dir (LOGDIR/node0, LOGDIR/node1) and --redirects 3; both consoles are
+    the log. c10d gives the agents their ranks in the order they join: which folder holds ranks 2-3 varies."""
+    port = str(_free_port())
+    def node(rank: int) -> str:
+        return shlex.join([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={case.nproc}",
+                           "--nnodes=2", f"--node-rank={rank}", "--rdzv-backend=c10d",
+                           f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=job7", *case.launcher_args,
+                           "--log-dir", f"{LOGDIR_MARK}/node{rank}", "--redirects", "3",
+                           f"{PROGRAMS}/{case.program}", "--", *case.script_args])
+    return ["bash", "-c", f"{node(0)} & {node(1)}; wait"]
+
+
+def _srun_torchrun(case: Case) -> list[str]:
+    """`srun -n2 --label torchrun ...`: two Slurm tasks, each a torchrun agent of one 2-node job (c10d
+    rendezvous on 127.0.0.1), as sbatch scripts for several nodes run it. Needs Slurm (tests/infra/slurm.sh
+    start, SLURM_CONF in the environment). srun's label is the task id: a node here, not a rank."""
+    port = str(_free_port())
+    return ["srun", "-n2", "--label", "--kill-on-bad-exit=1", "env", *(f"{k}={v}" for k, v in case.env.items()),
+            sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={case.nproc}", "--nnodes=2",
+            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=job8", *case.launcher_args,
+            f"{PROGRAMS}/{case.program}", *case.script_args]
+
+
+def _srun_python(case: Case) -> list[str]:
+    """`srun -n2 --label` with one task per rank (no torchrun): each task maps Slurm's ids to torch's env:// variables.
+    Needs Slurm, as _srun_torchrun."""
+    port = str(_free_port())
+    env = " ".join(f"{k}={v}" for k, v in case.env.items())
+    inner = (f"export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS MASTER_ADDR=127.0.0.1 "
+             f"MASTER_PORT={port} {env}; exec {shlex.join([sys.executable, f'{PROGRAMS}/{case.program}', *case.script_args])}")
+    return ["srun", "-n2", "--label", "--kill-on-bad-exit=1", "bash", "-c", inner]
+
+
 def _torchrun_gpu_count(case: Case) -> list[str]:
     """torchrun --nproc_per_node=gpu: torchrun counts the GPUs itself."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=gpu",
@@ -210,11 +248,18 @@ def produce(case: Case) -> tuple[bool, str]:
     """Run one case for real and write its log (+ per-rank folder) and meta. Returns (ok, message)."""
     env = {k: v for k, v in case.env.items() if k not in ("HELD_PORT", "CLOSED_PORT")}
     cmd = command(case)
+    if cmd[0] == "srun":
+        if not shutil.which("srun") or "SLURM_CONF" not in os.environ:
+            return False, f"{case.name}: needs Slurm (bash tests/infra/slurm.sh start; export SLURM_CONF=...)"
+        env = {}  # srun passes them through `env` to its tasks (shown in the command)
     logdir = None
     if case.per_rank_dir:
         logdir = Path(tempfile.mkdtemp(prefix="distdoctor-logs-"))
-        i = cmd.index(f"{PROGRAMS}/{case.program}")
-        cmd = cmd[:i] + ["--log-dir", str(logdir), "--redirects", "3"] + cmd[i:]
+        if any(LOGDIR_MARK in w for w in cmd):  # the command places its own --log-dir folders
+            cmd = [w.replace(LOGDIR_MARK, str(logdir)) for w in cmd]
+        else:
+            i = cmd.index(f"{PROGRAMS}/{case.program}")
+            cmd = cmd[:i] + ["--log-dir", str(logdir), "--redirects", "3"] + cmd[i:]
     started = time.monotonic()
     for _ in range(case.attempts):
         setup = case.setup(case) if case.setup else contextlib.nullcontext()
@@ -241,11 +286,14 @@ def produce(case: Case) -> tuple[bool, str]:
 
 
 def _copy_rank_files(logdir: Path, dest: Path) -> None:
-    """Keep torchrun's `<run id>/attempt_0/<rank>/{stdout,stderr}.log` as `dest/attempt_0/<rank>/...`."""
-    runs = [p for p in logdir.iterdir() if p.is_dir()]
+    """Keep torchrun's `<run id>/attempt_0/<rank>/{stdout,stderr}.log` as `dest/attempt_0/<rank>/...` (and
+    `node0/<run id>/attempt_0/...` of a command with a folder per node as `dest/node0/attempt_0/...`): the run
+    id (random) is dropped."""
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(runs[0], tmp)
+    for attempt in sorted(logdir.glob("**/attempt_*")):
+        run_dir = attempt.parent
+        shutil.copytree(attempt, tmp / run_dir.parent.relative_to(logdir) / attempt.name)
     shutil.rmtree(dest, ignore_errors=True)
     os.replace(tmp, dest)
     shutil.rmtree(logdir, ignore_errors=True)
@@ -422,6 +470,36 @@ CASES: list[Case] = [
          notes="node 1 of a 2-node job (2 ranks per node): global rank 3 (local rank 1 there) dies of "
                "SIGSEGV. faulthandler's block carries only torchrun's [default1]: prefix, a LOCAL rank; "
                "torchrun's summary on node 1 says 'rank : 3 (local_rank: 1)'."),
+    Case("gen_segv_two_nodes_logdir", "peer_died_first", "fail_mixed_exits.py", 3,
+         expect=["rank      : 3 (local_rank: 1)", "(SIGSEGV)"], script_args=["--plan", "3:segv:0"],
+         launcher_args=["--monitor-interval=1"], env={"PYTHONFAULTHANDLER": "1"}, cmd=_two_nodes_c10d_logdir,
+         per_rank_dir=True, attempts=3,
+         notes="2 nodes x 2 ranks, each agent with its own --log-dir: global rank 3 (local rank 1 of the agent "
+               "that got ranks 2-3) dies of SIGSEGV. Its stderr.log holds only faulthandler's block, no rank "
+               "prefix, under folder 1 (a LOCAL rank); the folder beside it (local 0) holds rank 2's own "
+               "[rank2]: traceback, which places that node at ranks 2-3. The other node's folders are 0 and "
+               "1 too."),
+    Case("gen_segv_srun_torchrun", "peer_died_first", "fail_mixed_exits.py", 3,
+         expect=["1: Fatal Python error: Segmentation fault", "rank      : 3 (local_rank: 1)"],
+         script_args=["--plan", "3:segv:0"], launcher_args=["--monitor-interval=1"], cmd=_srun_torchrun,
+         env={"PYTHONFAULTHANDLER": "1", "OMP_NUM_THREADS": "1"}, attempts=3,
+         notes="srun -n2 --label: each task is a torchrun agent of 2 workers (a node of a 2-node job). Global "
+               "rank 3 dies of SIGSEGV; faulthandler's block carries only srun's label of its task (a node "
+               "id, not a rank); the ranks' own tracebacks carry [rankN]:, and that task's torchrun summary "
+               "names rank 3 (local_rank: 1). Which task gets ranks 2-3 is the c10d join order."),
+    Case("gen_segv_srun_torchrun_tee", "peer_died_first", "fail_mixed_exits.py", 3,
+         expect=["1: [default1]:Fatal Python error: Segmentation fault", "rank      : 3 (local_rank: 1)"],
+         script_args=["--plan", "3:segv:0"], launcher_args=["--monitor-interval=1", "--tee", "3"],
+         cmd=_srun_torchrun, env={"PYTHONFAULTHANDLER": "1", "OMP_NUM_THREADS": "1"}, attempts=4,
+         notes="as gen_segv_srun_torchrun with torchrun --tee 3: the crashed worker's lines read "
+               "'1: [default1]:...': srun's task id (a node) then torchrun's LOCAL rank; the task's summary "
+               "pairs local rank 1 with rank 3."),
+    Case("gen_segv_srun_python_record", "peer_died_first", "fail_record_segv.py", 1,
+         expect=["1: Fatal Python error: Segmentation fault", "errors/__init__.py", "task 1: Segmentation fault"],
+         script_args=["--bad-rank", "1"], cmd=_srun_python, env={"PYTHONFAULTHANDLER": "1"}, attempts=3,
+         notes="srun -n2 --label, one task per rank (no torchrun); main() carries @record, so rank 0's echo "
+               "traceback has a torch/distributed/elastic frame although no agent ran. Rank 1's faulthandler "
+               "block carries only srun's label, which is its rank here."),
     Case("gen_skip_rank3_timeouts", "rank_conditional_collective", "fail_mixed_exits.py", 3,
          expect=["Timed out waiting 10000ms", "rank      : 3 (local_rank: 3)", "(SIGTERM)"], nproc=4,
          script_args=["--plan", "3:skip:0"], also=["collective_timeout"], timeout=90,
@@ -513,11 +591,12 @@ CASES: list[Case] = [
          expect=["failed to pass monitoredBarrier"],
          notes="rank 1 is busy (a sleep) and misses a monitored_barrier(timeout=3s); rank 0 names "
                "rank 1 but nothing says why it was late."),
-    Case("gen_prework_late_rank", "rank_start_skew", "fail_rank0_prework.py", 1,
+    Case("gen_prework_late_rank", "rank_start_skew", "fail_rank0_prework.py", 0,
          expect=["Running tokenizer on train dataset", "Timed out waiting 5000ms for recv operation"],
          notes="rank 0 alone 'tokenises' (prints a map progress line, then sleeps 20 s) while rank 1 waits in "
                "dist.barrier() under init_process_group(timeout=5s); rank 1 times out, rank 0's last lines are "
-               "its pre-work."),
+               "its pre-work. First failing rank 0: the late rank (rank 1 only waited for it), as in "
+               "gen_prework_three_ranks."),
     Case("gen_prework_three_ranks", "rank_start_skew", "fail_rank0_prework.py", 0,
          expect=["Running tokenizer on train dataset", "Timed out waiting 5000ms for"], nproc=3,
          notes="as gen_prework_late_rank on 3 ranks: ranks 1 and 2 time out in the barrier, rank 0 (still "
