@@ -19,6 +19,7 @@ def _clip(text: str, n: int = 200) -> str:
 LEVEL_WORDS = {
     "signature": "an error signature on a line of the log",
     "structural": "the structure of the failure (exception type, message template, ranks)",
+    "symptom": "a line of the log that several causes print",
     "similar": "a similar known log only",
     "words": "your description only",
 }
