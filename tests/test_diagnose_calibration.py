@@ -229,6 +229,13 @@ def test_store_wait_keys_name_who_was_missing():
                         "/torch.rendezvous.none.0/torchelastic/agent/terminal_state/last_member")
     assert exit_barrier.kind == "exit_barrier"
     assert read("RuntimeError: Socket Timeout") is None
+    # torch's store barrier given the ranks: rank 0 names the missing ones, the others point to rank 0
+    traced = read("[rank0]: torch.distributed.DistStoreError: Timed out waiting on barrier on rank 0, for key prefix: "
+                  "ckpt_saved/ (world_size=3, missing_ranks=[2], timeout=5.0)")
+    assert (traced.kind, traced.ranks, traced.size, traced.ms) == ("member_barrier", (2,), 3, 5000)
+    pointer = read("[rank1]: torch.distributed.DistStoreError: Timed out waiting on barrier on rank 1, for key prefix: "
+                   "ckpt_saved/ (world_size=3, missing_ranks=[[<check rank 0 (0) for missing rank info>]], timeout=5.0)")
+    assert (pointer.kind, pointer.ranks) == ("member_barrier", ())
 
 
 def test_store_waits_are_alike_only_for_the_same_kind_of_key():
@@ -243,7 +250,8 @@ def test_store_waits_are_alike_only_for_the_same_kind_of_key():
 
 
 @pytest.mark.parametrize("name, cause, missing", [("gen_store_wait_late_rank", "rank_start_skew", [0]),
-                                                  ("gen_store_wait_new_group", "rank_conditional_collective", [1])])
+                                                  ("gen_store_wait_new_group", "rank_conditional_collective", [1]),
+                                                  ("gen_store_barrier_oversized", "store_barrier_world_size", [2])])
 def test_a_process_group_key_names_the_missing_rank(name, cause, missing):
     r = diagnose_paths([str(LOGS / f"{name}.log")])
     assert r["verdict"] == "confident" and r["causes"][0]["id"] == cause

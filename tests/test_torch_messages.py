@@ -66,7 +66,8 @@ def _run(case) -> str:
 @pytest.mark.parametrize("name, cause, level, missing", [
     ("gen_store_wait_late_rank", "rank_start_skew", "structural", [0]),
     ("gen_store_wait_new_group", "rank_conditional_collective", "structural", [1]),
-    ("gen_store_wait_peer_failed", "peer_died_first", "signature", None)])
+    ("gen_store_wait_peer_failed", "peer_died_first", "signature", None),
+    ("gen_store_barrier_oversized", "store_barrier_world_size", "structural", [2])])
 def test_a_store_wait_names_whom_the_ranks_missed(name, cause, level, missing) -> None:
     """torch's "wait timeout after Nms, keys: ..." run for real: the key awaited names the late rank, the
     new_group some rank skipped, or (beside a failed rank's error) the failure it echoes; never an unreachable

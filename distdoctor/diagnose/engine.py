@@ -111,7 +111,7 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 where = {"file": src.name, "line": line_no, "rank": rank}
                 tally.versions.read(text, where)
                 if len(tally.store_waits) < store_wait.MAX_WAITS:
-                    wait = store_wait.read(text, where)
+                    wait = store_wait.read(text, where) if "wait" in text else None
                     if wait is not None:
                         tally.store_waits.append(wait)
                 tally.gpus.read(text, where)
@@ -284,7 +284,9 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                                                    "kind": "structural", "proves": proves})
         tally.structural_scores[p2p_matrix.CAUSE] += p2p_matrix.WEIGHT
     shown = {"file": first_line.file, "rank": first_line.rank, "text": first_line.text} if own_error else None
-    for cause, weight, ev in store_wait.evidence(tally.store_waits, shown):
+    listed = {e.rank for e in builder.summary}  # torchrun's summary: every rank of a one-node job
+    job_size = len(listed) if listed and listed == set(range(len(listed))) else None
+    for cause, weight, ev in store_wait.evidence(tally.store_waits, shown, job_size):
         if cause in matcher.entries:
             tally.structural[cause].append(ev)
             tally.structural_scores[cause] += weight
@@ -373,8 +375,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             ff["timed_out_ranks"] = found.timed_out
             if found.missing:
                 ff["missing_ranks"] = found.missing  # the job's other ranks: the ones the others waited for
-    # a store wait that is the first failure (or stands alone) says whom the waiting ranks missed
-    waits = tally.store_waits if first_line is None or store_wait.WAIT.search(first_line.text) else []
+    # store waits with no rank's own error beside them (else they are its echoes) say whom the waiting ranks missed
+    waits = [] if own_error else tally.store_waits
     if ff is not None and waits and "missing_ranks" not in ff and store_wait.missing_ranks(waits):
         ff["missing_ranks"] = store_wait.missing_ranks(waits)
     echo_list = [{"file": e.key_line().file, "line": e.key_line().line, "rank": e.rank,

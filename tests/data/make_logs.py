@@ -639,6 +639,10 @@ CASES: list[Case] = [
          script_args=["--variant", "peer_failed"], nproc=1, cmd=_two_c10d_nodes, timeout=90,
          notes="two torchrun agents (nodes) of one worker each; rank 1 raises before it sets result_1 and rank 0's "
                "store.get('result_1') times out: node 1's agent does not stop node 0's worker."),
+    Case("gen_store_barrier_oversized", "store_barrier_world_size", "fail_store_wait.py", None,
+         expect=["missing_ranks=[2]"], script_args=["--variant", "barrier_oversized", "--traced"],
+         notes="both ranks enter torch.distributed.elastic.utils.store.barrier sized for 3 members; rank 0 names "
+               "the missing rank 2, which the 2-rank job does not have. Both ranks fail alike: no first rank."),
     # a DataLoader worker that dies (evals/programs/fail_dataloader_worker_dies.py)
     Case("gen_dataloader_worker_exits", "peer_died_first", "fail_dataloader_worker_dies.py", 1,
          expect=["exited unexpectedly with exit code 1"], script_args=["--how", "exit"],
