@@ -30,6 +30,8 @@ def _candidates(out: list[str], causes: list[dict], has_failure: bool) -> None:
     out.append("")
     why = "no signature or known failure structure in the logs names a cause" if has_failure \
         else "the logs show no failure of their own"
+    if causes and causes[0].get("level") == "symptom":
+        why = "the logs' lines are ones several causes print; none names one"
     out.append(f"No confident cause ({why}). Candidates to confirm:")
     for c in causes[:5]:
         out.append(f"  - {c['id']} — {c['title']}  (rests on: {LEVEL_WORDS[c.get('level', 'words')]})")
