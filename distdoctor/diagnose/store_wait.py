@@ -15,7 +15,8 @@ set in time. Which key says who was missing (all produced by torch 2.13, evals/p
   key prefix: P (world_size=N, missing_ranks=[...])" (rank 0 lists them; the others point to rank 0);
 - any other key is the program's own (store.get / store.wait): the rank that sets it failed, is late, or
   skips the code that sets it; only its log can tell.
-No cause knowledge lives here beyond these readings (READINGS); weights and wording are the engine's terms.
+READINGS says which causes each kind of wait supports, how strongly, and at what level (`structural`: the key
+names the missing rank and what it missed; `symptom`: several causes fit, a candidate only).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ STORE_BARRIER = "store_based_barrier_key"
 MAX_WAITS = 8
 ECHO_CAUSE = "peer_died_first"
 ECHO_WEIGHT = 3.0  # a wait that follows another rank's own error: an echo of it, as a lost connection is
-# (kind, cause, evidence kind, weight, what the reading proves, as a template of the wait's fields)
+# kind of wait -> [(cause, level, weight, what the reading proves: a template of StoreWait.fields())]
 READINGS = {
     "default_group": [
         ("rank_start_skew", "structural", 4.0,
