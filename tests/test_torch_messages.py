@@ -72,8 +72,10 @@ def test_a_store_wait_names_whom_the_ranks_missed(name, cause, level, missing) -
     """torch's "wait timeout after Nms, keys: ..." run for real: the key awaited names the late rank, the
     new_group some rank skipped, or (beside a failed rank's error) the failure it echoes; never an unreachable
     rendezvous (the store was reached)."""
-    r = diagnose_text(_run(STORE_WAITS[name]))
-    assert r["verdict"] == "confident" and (r["causes"][0]["id"], r["causes"][0]["level"]) == (cause, level)
+    out = _run(STORE_WAITS[name])
+    r = diagnose_text(out)
+    assert r["verdict"] == "confident" and (r["causes"][0]["id"], r["causes"][0]["level"]) == (cause, level), \
+        ([(c["id"], c["level"]) for c in r["causes"][:3]], out[-2500:])
     assert r["first_failure"].get("missing_ranks") == missing
     assert "rendezvous_unreachable" not in {c["id"] for c in r["causes"]}
 

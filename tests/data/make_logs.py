@@ -641,6 +641,7 @@ CASES: list[Case] = [
                "store.get('result_1') times out: node 1's agent does not stop node 0's worker."),
     Case("gen_store_barrier_oversized", "store_barrier_world_size", "fail_store_wait.py", None,
          expect=["missing_ranks=[2]"], script_args=["--variant", "barrier_oversized", "--traced"],
+         launcher_args=["--tee", "3"],  # whole lines: the two ranks' messages are long and fail together
          notes="both ranks enter torch.distributed.elastic.utils.store.barrier sized for 3 members; rank 0 names "
                "the missing rank 2, which the 2-rank job does not have. Both ranks fail alike: no first rank."),
     # a DataLoader worker that dies (evals/programs/fail_dataloader_worker_dies.py)
