@@ -35,6 +35,7 @@ class Signature:
     unless: str | None = None  # does not count if this regex matches some line of the same input
     when_ranks_differ: str | None = None  # counts only if this regex's `value` group differs between ranks
     unless_ranks_differ: str | None = None  # does not count if it does
+    level: str | None = None  # "symptom": a line several causes print; alone, a candidate (never confident)
 
     @property
     def compiled(self) -> re.Pattern[str]:
@@ -75,7 +76,7 @@ class Entry:
     @property
     def signatures(self) -> list[Signature]:
         return [Signature(s["regex"], s["proves"], s["kind"], float(s.get("weight", 1.0)), s.get("when"),
-                          s.get("unless"), s.get("when_ranks_differ"), s.get("unless_ranks_differ"))
+                          s.get("unless"), s.get("when_ranks_differ"), s.get("unless_ranks_differ"), s.get("level"))
                 for s in self.block.get("signatures", [])]
 
     @property

@@ -175,3 +175,104 @@ def test_words_agree_with_the_log_but_do_not_outrank_the_first_failures_own_caus
     # with no error line to explain, the words keep their full weight
     words_only = diagnose_text("", context="our job times out at the end every time")
     assert any(c["id"] == "collective_timeout" for c in words_only["causes"])
+
+
+# --- symptoms: lines several causes print make candidates, never a confident answer ---------------------------
+
+def _quote_with(cause: str, needle: str) -> str:
+    from distdoctor.knowledge import load_entries
+
+    entry = next(e for e in load_entries() if e.cause == cause)
+    return next(q.text for q in entry.quotes if needle in q.text)
+
+
+def test_a_bare_emfile_is_a_candidate_and_dataloader_frames_make_it_confident():
+    bare = diagnose_text("OSError: [Errno 24] Too many open files\n")
+    assert bare["verdict"] == "candidates" and bare["fix"] is None
+    assert bare["causes"][0]["id"] == "dataloader_fd_limit" and bare["causes"][0]["level"] == "symptom"
+    # the same error raised in multiprocessing's descriptor passing (maskrcnn-benchmark#158, quoted in the entry)
+    framed = diagnose_text(_quote_with("dataloader_fd_limit", "reduction.py"))
+    assert framed["verdict"] == "confident" and framed["causes"][0]["id"] == "dataloader_fd_limit"
+    assert framed["causes"][0]["level"] == "signature"
+
+
+def test_torchruns_echoes_alone_are_a_candidate_that_asks_for_the_ranks_own_error():
+    log = (LOGS / "gen_peer_died_valueerror.log").read_text(encoding="utf-8").splitlines(keepends=True)
+    whole = diagnose_text("".join(log))
+    assert whole["verdict"] == "confident" and whole["causes"][0]["id"] == "peer_died_first"
+    # the agent's part only (from its SIGTERM on): it says that rank 1 failed, not why
+    agent = "".join(log[next(i for i, ln in enumerate(log) if "closing signal SIGTERM" in ln):])
+    r = diagnose_text(agent)
+    assert r["verdict"] == "candidates" and r["fix"] is None
+    echo = next(c for c in r["causes"] if c["id"] == "peer_died_first")
+    assert echo["level"] == "symptom" and all(e["level"] == "symptom" for e in echo["evidence"] if e["kind"] == "echo")
+    assert "rank 1's own" in r["next_step"]
+    assert "rests on: a line of the log that several causes print" in render(r)
+
+
+# --- store waits, read key by key (texts produced by evals/programs/fail_store_wait.py, torch 2.13.0 CPU) ------
+
+def test_store_wait_keys_name_who_was_missing():
+    from distdoctor.diagnose import store_wait
+
+    def read(line):
+        return store_wait.read(line, {"file": "x", "line": 1, "rank": None})
+
+    late = read("torch.distributed.DistStoreError: wait timeout after 5000ms, keys: /default_pg/0//cpu//0/2")
+    assert (late.kind, late.ranks, late.ms) == ("default_group", (2,), 5000)
+    group = read("[rank0]: torch.distributed.DistStoreError: wait timeout after 5000ms, keys: /default_pg/0//1//cpu//0/1")
+    assert (group.kind, group.group, group.ranks) == ("subgroup", "1", (1,))
+    own = read("[rank1]: torch.distributed.DistStoreError: wait timeout after 5000ms, keys: /default_pg/0//ckpt_step")
+    assert (own.kind, own.ranks) == ("own", ())
+    exit_barrier = read("E1126 11:58:28.559000 7304 torch/distributed/elastic/agent/server/api.py:1008] "
+                        "torch.distributed.DistStoreError: wait timeout after 300000ms, keys: "
+                        "/torch.rendezvous.none.0/torchelastic/agent/terminal_state/last_member")
+    assert exit_barrier.kind == "exit_barrier"
+    assert read("RuntimeError: Socket Timeout") is None
+    # torch's store barrier given the ranks: rank 0 names the missing ones, the others point to rank 0
+    traced = read("[rank0]: torch.distributed.DistStoreError: Timed out waiting on barrier on rank 0, for key prefix: "
+                  "ckpt_saved/ (world_size=3, missing_ranks=[2], timeout=5.0)")
+    assert (traced.kind, traced.ranks, traced.size, traced.ms) == ("member_barrier", (2,), 3, 5000)
+    pointer = read("[rank1]: torch.distributed.DistStoreError: Timed out waiting on barrier on rank 1, for key prefix: "
+                   "ckpt_saved/ (world_size=3, missing_ranks=[[<check rank 0 (0) for missing rank info>]], timeout=5.0)")
+    assert (pointer.kind, pointer.ranks) == ("member_barrier", ())
+
+
+def test_store_waits_are_alike_only_for_the_same_kind_of_key():
+    from distdoctor.diagnose.structure import failure_of_text, similarity
+
+    gloo = failure_of_text("torch.distributed.DistStoreError: wait timeout after 5000ms, keys: /default_pg/0//cpu//0/0")
+    gloo2 = failure_of_text("torch.distributed.DistStoreError: wait timeout after 900ms, keys: /default_pg/0//cpu//0/3")
+    own = failure_of_text("torch.distributed.DistStoreError: wait timeout after 5000ms, keys: /default_pg/0//cpu")
+    own2 = failure_of_text("torch.distributed.DistStoreError: wait timeout after 3000ms, keys: /default_pg/0//cpu")
+    assert similarity(gloo, gloo2) > 0.6
+    assert similarity(gloo, own) == 0.0 and similarity(own, own2) == 0.0  # the program's own keys say nothing alike
+
+
+@pytest.mark.parametrize("name, cause, missing", [("gen_store_wait_late_rank", "rank_start_skew", [0]),
+                                                  ("gen_store_wait_new_group", "rank_conditional_collective", [1]),
+                                                  ("gen_store_barrier_oversized", "store_barrier_world_size", [2])])
+def test_a_process_group_key_names_the_missing_rank(name, cause, missing):
+    r = diagnose_paths([str(LOGS / f"{name}.log")])
+    assert r["verdict"] == "confident" and r["causes"][0]["id"] == cause
+    assert r["causes"][0]["level"] == "structural" and r["first_failure"]["missing_ranks"] == missing
+    assert all(c["id"] != "rendezvous_unreachable" for c in r["causes"])  # the store was reached
+
+
+def test_the_programs_own_key_gives_candidates_and_says_what_to_read():
+    r = diagnose_paths([str(LOGS / "gen_store_wait_own_key.log")])
+    assert r["verdict"] == "candidates" and r["fix"] is None
+    assert {"peer_died_first", "rank_conditional_collective", "rank_start_skew"} <= {c["id"] for c in r["causes"][:4]}
+    assert "/default_pg/0//ckpt_step" in r["next_step"]
+    # beside the log of the rank that failed first, the wait is that failure's echo
+    both = diagnose_paths([str(LOGS / "gen_store_wait_peer_failed.log")])
+    assert both["verdict"] == "confident" and both["causes"][0]["id"] == "peer_died_first"
+    assert both["first_failure"]["rank"] == 1
+    assert any(e["kind"] == "echo" and "wait" in e["proves"] for e in both["causes"][0]["evidence"])
+
+
+def test_the_exit_barrier_is_another_nodes_failure():
+    # node 0's console of `--variant node_finishes_early` (quoted in peer_died_first's entry): its workers were done
+    r = diagnose_text(_quote_with("peer_died_first", "exit barrier"))
+    assert r["verdict"] == "candidates" and r["causes"][0]["id"] == "peer_died_first"
+    assert r["next_step"].startswith("This node finished")

@@ -16,9 +16,12 @@ from distdoctor.diagnose import diagnose_paths
 LOGS = Path(__file__).resolve().parent / "data" / "logs"
 METAS = sorted(LOGS.glob("*.meta.yaml"))
 
-# Logs whose top cause or first failing rank is known to be wrong (name -> reason). Empty: every log of
-# the corpus is diagnosed right; a log added here needs its reason, and shows up as XPASS once fixed.
-CAUSE_KNOWN: dict[str, str] = {}
+# Logs whose top cause or first failing rank is known to be wrong (name -> reason). A log added here needs its
+# reason, and shows up as XPASS once fixed.
+CAUSE_KNOWN: dict[str, str] = {
+    "gen_store_wait_own_key": "a store key the program sets itself does not say why nobody set it (the setter "
+                              "skipped it here; it may as well have failed or be late): candidates, by design",
+}
 RANK_KNOWN: dict[str, str] = {}
 
 

@@ -2,7 +2,8 @@
 (PREMUL_SUM on gloo, a dead TCPStore host, LOCAL_RANK without a launcher, the MPI backend of a wheel, FSDP
 without an accelerator, torchrun's checks of its own flags, --virtual-local-rank, Join's skew warning): each
 make_logs.py case of that program, run for real now, still prints its message, and the diagnosis names the
-case's cause first from a knowledge-base signature, not from similarity."""
+case's cause first from a knowledge-base signature, not from similarity. Store waits that run out
+(fail_store_wait.py) and DataLoader workers that die (fail_dataloader_worker_dies.py) are read the same way."""
 
 from __future__ import annotations
 
@@ -47,3 +48,49 @@ def test_torch_message_names_its_cause(case) -> None:
     causes = diagnose_text(res.output)["causes"]
     assert causes and causes[0]["id"] == case.cause, ([c["id"] for c in causes[:3]], res.output[-1500:])
     assert causes[0]["level"] == "signature", causes[0]
+
+
+STORE_WAITS = {c.name: c for c in MAKE_LOGS.CASES if c.program == "fail_store_wait.py"}
+WORKER_DEATHS = [c for c in MAKE_LOGS.CASES if c.program == "fail_dataloader_worker_dies.py"]
+
+
+def _run(case) -> str:
+    res = run(MAKE_LOGS.command(case), timeout=case.timeout, cwd=paths.ROOT, env=case.env)
+    assert not res.timed_out, res.output[-2000:]
+    missing = [s for s in case.expect if s not in res.output]
+    assert not missing, (missing, res.output[-2000:])
+    return res.output
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize("name, cause, level, missing", [
+    ("gen_store_wait_late_rank", "rank_start_skew", "structural", [0]),
+    ("gen_store_wait_new_group", "rank_conditional_collective", "structural", [1]),
+    ("gen_store_wait_peer_failed", "peer_died_first", "signature", None),
+    ("gen_store_barrier_oversized", "store_barrier_world_size", "structural", [2])])
+def test_a_store_wait_names_whom_the_ranks_missed(name, cause, level, missing) -> None:
+    """torch's "wait timeout after Nms, keys: ..." run for real: the key awaited names the late rank, the
+    new_group some rank skipped, or (beside a failed rank's error) the failure it echoes; never an unreachable
+    rendezvous (the store was reached)."""
+    out = _run(STORE_WAITS[name])
+    r = diagnose_text(out)
+    assert r["verdict"] == "confident" and (r["causes"][0]["id"], r["causes"][0]["level"]) == (cause, level), \
+        ([(c["id"], c["level"]) for c in r["causes"][:3]], out[-2500:])
+    assert r["first_failure"].get("missing_ranks") == missing
+    assert "rendezvous_unreachable" not in {c["id"] for c in r["causes"]}
+
+
+@pytest.mark.torchrun
+def test_a_store_key_of_the_programs_own_gives_candidates() -> None:
+    r = diagnose_text(_run(STORE_WAITS["gen_store_wait_own_key"]))
+    assert r["verdict"] == "candidates" and r["fix"] is None and "ckpt_step" in r["next_step"]
+
+
+@pytest.mark.torchrun
+@pytest.mark.parametrize("case", WORKER_DEATHS, ids=lambda c: c.name)
+def test_a_dataloader_worker_death_is_its_ranks_first_failure(case) -> None:
+    """A worker that exits is a first failure of no distributed cause (peer_died_first: rank 0 only echoes it);
+    a SIGKILLed one is the OOM killer's (oom_one_rank)."""
+    r = diagnose_text(_run(case))
+    assert r["verdict"] == "confident" and r["causes"][0]["id"] == case.cause
+    assert r["first_failure"]["rank"] == 1 and "DataLoader worker" in r["first_failure"]["text"]

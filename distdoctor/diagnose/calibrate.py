@@ -4,11 +4,13 @@ Levels, strongest first:
 - `signature`: a knowledge-base signature matched a line of the log;
 - `structural`: a failure of the log has the structure of a known one (exception type and message template,
   or a collective mismatch read field by field);
+- `symptom`: a line of the log that several causes print (a bare `Too many open files`, torchrun's report that
+  some rank failed with no rank's own error shown, a store key nobody set);
 - `similar`: retrieval found a known log or entry like this one;
 - `words`: only the person's description (--context) names it (an error line pasted into the description
   and matched by a root signature counts as `signature`: it is the log's text, quoted).
 Only `signature` and `structural` make a confident answer (a top cause, its fix and patch). A cause resting
-on `similar` or `words` is a candidate to confirm, shown with what to check.
+on `symptom`, `similar` or `words` is a candidate to confirm, shown with what to check.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import re
 
 from distdoctor.diagnose import preconditions
 
-LEVELS = ("words", "similar", "structural", "signature")  # weakest first
+LEVELS = ("words", "similar", "symptom", "structural", "signature")  # weakest first
 CONFIDENT = ("structural", "signature")
 
 
@@ -26,7 +28,7 @@ def level_of(ev: dict) -> str:
         return "signature" if ev.get("quoted") else "words"
     if ev.get("kind") in ("structural", "similar"):
         return ev["kind"]
-    return "signature"
+    return "symptom" if ev.get("symptom") else "signature"
 
 
 def cause_level(evidence: list[dict]) -> str:
@@ -36,6 +38,12 @@ def cause_level(evidence: list[dict]) -> str:
 def tier(evidence: list[dict]) -> int:
     """1 when the log itself shows the cause (confident levels), else 0: ranks come before scores."""
     return int(cause_level(evidence) in CONFIDENT)
+
+
+def order(evidence: list[dict]) -> int:
+    """How causes rank before their scores: shown by the log (confident levels), then shown by a line of the log
+    that several causes print (`symptom`), then the rest (retrieval, words)."""
+    return 2 if tier(evidence) else int(cause_level(evidence) == "symptom")
 
 
 def verdict(causes: list[dict]) -> str:

@@ -7,8 +7,9 @@ import re
 import zlib
 from collections import defaultdict
 
-from distdoctor.diagnose import alternatives, calibrate, gpu_processes, p2p_matrix, preconditions, structure, versions
-from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, Event, EventBuilder, Line
+from distdoctor.diagnose import (alternatives, calibrate, gpu_processes, p2p_matrix, preconditions, store_wait,
+                                 structure, versions)
+from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, FRAME, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import blame_awaited, find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
 from distdoctor.diagnose.prefixes import (NcclRanks, message_rank, parse_timestamp, peel_prefix, rank_from_path,
@@ -27,6 +28,7 @@ PROSE_LINES = 20
 # its words are banners and settings ("NCCL watchdog thread started!", "TIMEOUT(ms): 5000"), not an account
 JOB_RECORD = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|^[A-Z][A-Z0-9_]*(?:\(\w+\))?: \S+$")
 THIN_SCORE = 4.0
+KILLED = re.compile(r"exitcode\s*:?\s*-(?!15\b)\d+|Signal (?!15\b)\d+ \(SIG")  # the agent saw a rank die of a signal
 SYMPTOM_CAUSES = ("collective_timeout", "peer_died_first")  # their keywords describe what any cause looks like
 VERSION_WEIGHT = 5.0     # a driver older than the build's CUDA, read from version lines
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
@@ -54,6 +56,7 @@ class _Tally:
         self.nccl = NcclRanks()  # NCCL processes' ranks, from their communicator lines
         self.own_ops: dict[int, str] = {}  # rank -> operation of its own mismatch report (older releases)
         self.own_op_line: dict | None = None  # the first such report
+        self.store_waits: list[store_wait.StoreWait] = []  # store waits that ran out, read key by key
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
@@ -69,7 +72,8 @@ class _Tally:
         if len(ev) < MAX_EVIDENCE and not any(e["file"] == ln.file and e["line"] == ln.line and e.get("sig") == k
                                               for e in ev):
             ev.append({"file": ln.file, "line": ln.line, "text": ln.text[:500], "rank": ln.rank,
-                       "kind": sig.kind, "proves": sig.proves, "sig": k, "ln": ln})  # ln: its rank, read at the end
+                       "kind": sig.kind, "proves": sig.proves, "sig": k, "ln": ln,  # ln: its rank, read at the end
+                       **_symptom(sig)})
 
 
 def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builder: EventBuilder,
@@ -122,6 +126,10 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                                                                   "text": text[:500], "rank": own[0]}
                 where = {"file": src.name, "line": line_no, "rank": rank}
                 tally.versions.read(text, where)
+                if len(tally.store_waits) < store_wait.MAX_WAITS:
+                    wait = store_wait.read(text, where) if "wait" in text else None
+                    if wait is not None:
+                        tally.store_waits.append(wait)
                 tally.gpus.read(text, where)
                 for patch in preconditions.met_in(text):
                     tally.patch_shown.setdefault(patch, {"file": src.name, "line": line_no, "text": text[:500]})
@@ -252,6 +260,13 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     found = find_first_failure(builder, tally.nccl)
     first, first_line, echoes, alike = found.event, found.line, found.echoes, found.all_ranks
     explained: list = []
+    # echoes (peers' lost connections, torchrun's SIGTERMs and summary) answer "a rank failed first" only next to
+    # that failure: a rank's own error message (not a timeout: a waiting rank; not a traceback cut before its
+    # message), or the agent's report of a rank killed by a signal (no message of its own). Alone they leave the
+    # failing rank's own error unread: a candidate, never the answer
+    own_error = first is not None and not first.is_timeout and not FRAME.match(first.key_line().body)
+    killed = first is None and first_line is not None and bool(KILLED.search(first_line.body))
+    symptoms = set() if own_error or killed else {ECHO_CAUSE}
     if first is not None:
         explained = [h for h in first.hits if h.kind in ("root", "hint")]
         for h in {(h.cause, h.index): h for h in first.hits}.values():
@@ -284,6 +299,13 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         tally.structural[p2p_matrix.CAUSE].append({"file": "<log>", "line": None, "text": header, "rank": None,
                                                    "kind": "structural", "proves": proves})
         tally.structural_scores[p2p_matrix.CAUSE] += p2p_matrix.WEIGHT
+    shown = {"file": first_line.file, "rank": first_line.rank, "text": first_line.text} if own_error else None
+    listed = {e.rank for e in builder.summary}  # torchrun's summary: every rank of a one-node job
+    job_size = len(listed) if listed and listed == set(range(len(listed))) else None
+    for cause, weight, ev in store_wait.evidence(tally.store_waits, shown, job_size):
+        if cause in matcher.entries:
+            tally.structural[cause].append(ev)
+            tally.structural_scores[cause] += weight
     for cause, sc in tally.structural_scores.items():
         scores[cause] += sc
     context_hits: list[dict] = []
@@ -304,7 +326,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                 # an error line pasted into the description is the log's text; other words stay words
                 quoted = h.kind == "root" and bool(ERRORISH.search(line) or EXC_LINE.match(line.strip()))
                 tally.evidence[h.cause].append({"file": "<context>", "line": i, "text": line[:500], "rank": None,
-                                                "kind": h.kind, "proves": h.proves, "quoted": quoted})
+                                                "kind": h.kind, "proves": h.proves, "quoted": quoted,
+                                                **_symptom(h)})
             for patch in preconditions.met_in(line):
                 tally.patch_shown.setdefault(patch, {"file": "<context>", "line": i, "text": line[:500]})
     prose_hits: list[dict] = []
@@ -322,23 +345,26 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                                              **({"rank": builder.global_rank(ev["ln"])} if "ln" in ev else {})}
                                             for ev in tally.evidence.get(cause, [])
                                             if "sig" not in ev or tally.sigs[ev["sig"]].active(seen)])
+        if cause in symptoms:
+            evidence_of[cause] = [{**ev, "symptom": True} for ev in evidence_of[cause]]
         evidence_of[cause] += tally.structural.get(cause, [])
     if calibrate.needs_more(evidence_of, scores, first):
         # no signature explains the first failure: compare the log's failures with known ones
         _compare_with_known(builder, first, references_root, context, scores, evidence_of, matcher, tally.head)
 
     ranked = sorted(((c, s) for c, s in scores.items() if s > 0 and c in matcher.entries),
-                    key=lambda cs: (-calibrate.tier(evidence_of.get(cs[0], [])), -cs[1], cs[0]))
+                    key=lambda cs: (-calibrate.order(evidence_of.get(cs[0], [])), -cs[1], cs[0]))
     causes = []
     for cause, score in ranked:
         e = matcher.entries[cause]
         evidence = evidence_of.get(cause, [])
         if first_line is not None and any(h.cause == cause for h in first_line.hits):
             # the first failure's own line leads the evidence of the cause it shows
+            own = [h for h in first_line.hits if h.cause == cause]
             lead = {"file": first_line.file, "line": first_line.line, "text": first_line.text[:500],
                     "rank": first.key_line().rank if found.waiting and first is not None else first_line.rank,
-                    "kind": "first failure",
-                    "proves": next(h.proves for h in first_line.hits if h.cause == cause)}
+                    "kind": "first failure", "proves": own[0].proves,
+                    **({"symptom": True} if all(_symptom(h) for h in own) or cause in symptoms else {})}
             evidence = [lead] + [e for e in evidence if (e["file"], e["line"]) != (lead["file"], lead["line"])]
         evidence += [{"file": "<context>", "line": None, "text": context or "", "rank": None, "kind": "keyword",
                       "proves": f"the description says {h['words']!r} (/{h['keyword']}/)"} for h in context_hits
@@ -348,6 +374,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                      for h in prose_hits if h["cause"] == cause][:1]
         for ev in evidence:
             ev["level"] = calibrate.level_of(ev)
+            ev.pop("symptom", None)
         level = calibrate.cause_level(evidence)
         # the strongest evidence first, so the first lines shown are what the answer rests on
         evidence.sort(key=lambda ev: -calibrate.LEVELS.index(ev["level"]))
@@ -357,6 +384,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     verdict = calibrate.verdict(causes)
     if verdict == "confident" and len(causes) <= alternatives.ALTERNATIVES:
         ruled = alternatives.ruled_out([tally.sigs[k] for k in (*tally.counts, *tally.agent_echoes)], seen)
+        if tally.store_waits:
+            ruled.add(store_wait.REACHED)  # the store answered: not unreachable, however alike the text
         causes += _alternatives(builder, first, references_root, context, matcher, tally.head, causes, ruled)
     for i, c in enumerate(causes):
         c["role"] = "candidate" if verdict != "confident" else "top" if i == 0 else "alternative"
@@ -380,6 +409,10 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                 ff["missing_ranks"] = found.missing  # the job's other ranks: the ones the others waited for
         if because:
             ff["because"] = because  # why the rank named is not the one that reported the timeout
+    # store waits with no rank's own error beside them (else they are its echoes) say whom the waiting ranks missed
+    waits = [] if own_error else tally.store_waits
+    if ff is not None and waits and "missing_ranks" not in ff and store_wait.missing_ranks(waits):
+        ff["missing_ranks"] = store_wait.missing_ranks(waits)
     echo_list = [{"file": e.key_line().file, "line": e.key_line().line, "rank": e.rank,
                   "text": e.key_line().text[:300]} for e in echoes[:20]]
     thin = not causes or causes[0]["score"] < THIN_SCORE or first is None or verdict != "confident"
@@ -393,13 +426,20 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         "fix": _first_paragraph(top.section("Fix")) if top else None,
         "verify": top.verify if top else None,
         "echoes": echo_list,
-        "next_step": _next_step(causes, first, first_line is None and not echoes and stats.lines > 0) if thin else None,
+        "next_step": _next_step(causes, first, first_line is None and not echoes and stats.lines > 0,
+                                first_line.rank if first is None and first_line is not None else None,
+                                waits) if thin else None,
         "errors": [{"path": e["path"], "error": e["error"]} for e in errors],
         "stats": {"files": files, "bytes": stats.bytes, "lines": stats.lines, "candidates": stats.candidates,
                   "cut_lines": stats.cut_lines, "invalid_utf8": stats.invalid_utf8, "engine": pre.engine,
                   "events": len(builder.events), "events_dropped": builder.dropped},
     }
     return result
+
+
+def _symptom(sig: CompiledSignature) -> dict:
+    """The mark of evidence from a `level: symptom` signature (a line several causes print)."""
+    return {"symptom": True} if sig.level == "symptom" else {}
 
 
 def _unique_lines(evidence: list[dict]) -> list[dict]:
@@ -537,7 +577,10 @@ def _first_paragraph(text: str) -> str:
     return "\n\n".join(out)
 
 
-def _next_step(causes: list[dict], first: Event | None, quiet_log: bool = False) -> str:
+def _next_step(causes: list[dict], first: Event | None, quiet_log: bool = False, named: int | None = None,
+               store_waits: list | None = None) -> str:
+    if store_waits:
+        return store_wait.next_step(store_waits)
     if causes and quiet_log:
         return ("No rank logged an error in these logs. If the job hangs, dump every rank's stack (python "
                 "scripts/dump_stacks.py). If it finished, check that the ranks really train together: run "
@@ -549,6 +592,11 @@ def _next_step(causes: list[dict], first: Event | None, quiet_log: bool = False)
         return ("No known signature matched. Re-run with per-rank logs (torchrun --log-dir DIR --tee 3), "
                 "TORCH_DISTRIBUTED_DEBUG=INFO and NCCL_DEBUG=INFO, and a short init_process_group timeout; "
                 "if it hangs, dump every rank's stack (py-spy dump --pid PID) and diagnose those logs.")
+    if first is None and named is not None:
+        return (f"No rank's own error is in these logs: torchrun's summary names rank {named} as the first failure, "
+                f"and the other lines only echo it (SIGTERM, exit codes, lost connections). Read rank {named}'s own "
+                "error: its output before the summary, or re-run with per-rank logs (torchrun --log-dir DIR --tee 3) "
+                "and diagnose the folder.")
     if first is None:
         return ("No rank's own error is in these logs: collect every rank's output (torchrun --log-dir DIR "
                 "--tee 3, or srun --label), then diagnose the folder; for a hang, dump all ranks' stacks with "

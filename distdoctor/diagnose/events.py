@@ -11,7 +11,8 @@ from distdoctor.diagnose.node_ranks import LocalRanks
 
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?P<comma>,)? in ')
-EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|NotMet|Failure)"
+# (Python's own base class too: `raise Exception("...")` prints "Exception: ...")
+EXC_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|NotMet|Failure)|Exception)"
                       r"\b(?::|\s*$)")
 # ERROR as a word of its own: ProcessGroupNCCL's option dump (NCCL_ASYNC_ERROR_HANDLING: 1) is no error
 ERRORISH = re.compile(r"Error\b|Error:|Exception\b|ERROR(?!_HANDLING\b)|Fatal Python error|terminate called|what\(\): |"

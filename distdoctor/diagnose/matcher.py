@@ -79,6 +79,7 @@ class CompiledSignature:
     unless: str | None = None
     differs: str | None = None  # a `when_ranks_differ` regex (Matcher.rank_values)
     not_differs: str | None = None  # an `unless_ranks_differ` regex
+    level: str | None = None  # "symptom": its lines make the cause a candidate only (calibrate.level_of)
 
     def active(self, seen: set[str]) -> bool:
         """Whether this signature counts, given the conditions met anywhere in the input."""
@@ -201,7 +202,7 @@ class Matcher:
                 anchors, ic = anchors_of(s.regex)
                 self.signatures.append(CompiledSignature(e.cause, i, re.compile(s.regex), s.kind, s.weight,
                                                          s.proves, anchors, ic, s.when, s.unless,
-                                                         s.when_ranks_differ, s.unless_ranks_differ))
+                                                         s.when_ranks_differ, s.unless_ranks_differ, s.level))
         # Conditions (`when` / `unless`) name no cause and add no candidate lines: they are looked for on
         # the lines the prefilter reads anyway (errors, tracebacks, the launcher's summary blocks).
         self.conditions: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = []

@@ -19,6 +19,7 @@ def _clip(text: str, n: int = 200) -> str:
 LEVEL_WORDS = {
     "signature": "an error signature on a line of the log",
     "structural": "the structure of the failure (exception type, message template, ranks)",
+    "symptom": "a line of the log that several causes print",
     "similar": "a similar known log only",
     "words": "your description only",
 }
@@ -29,6 +30,8 @@ def _candidates(out: list[str], causes: list[dict], has_failure: bool) -> None:
     out.append("")
     why = "no signature or known failure structure in the logs names a cause" if has_failure \
         else "the logs show no failure of their own"
+    if causes and causes[0].get("level") == "symptom":
+        why = "the logs' lines are ones several causes print; none names one"
     out.append(f"No confident cause ({why}). Candidates to confirm:")
     for c in causes[:5]:
         out.append(f"  - {c['id']} — {c['title']}  (rests on: {LEVEL_WORDS[c.get('level', 'words')]})")

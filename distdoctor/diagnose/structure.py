@@ -4,7 +4,8 @@ An error line becomes (exception type, message template, tokens): numbers, hex, 
 sizes are abstracted, so "Connection closed by peer [10.0.0.3]:41234" and "[127.0.0.1]:5" read alike. A
 traceback gives its torch frames (the torch functions it went through). A "Detected mismatch between
 collectives" line says whether the ranks ran different operations or the same one with different sizes.
-No cause knowledge lives here except the one reading of that mismatch (MISMATCH_*).
+No cause knowledge lives here except the one reading of that mismatch (MISMATCH_*); a store wait's kind of
+key comes from store_wait.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from distdoctor.diagnose import store_wait
 from distdoctor.diagnose.events import EXC_LINE, FRAME, Event
 
 _ABSTRACT = [
@@ -83,6 +85,7 @@ class Failure:
     words: frozenset[str]   # template tokens of the message
     frames: tuple[str, ...]  # torch (and framework) functions of its traceback, outermost first
     says: bool = True        # the message says something beyond the exception's (qualified) name
+    store: str | None = None  # a store wait's kind of key (store_wait.key_kind): what the wait was for
 
 
 def _failure(body: str, frames: tuple[str, ...]) -> Failure:
@@ -91,7 +94,7 @@ def _failure(body: str, frames: tuple[str, ...]) -> Failure:
     # a wrapper with an empty message (`ProcessRaisedException:`, `ChildFailedError:`) names no failure
     says = m is None or bool(tokens(body[m.end():]))
     return Failure(exception_type(body), body, frozenset(tokens(body)) | {f"frame:{f}" for f in frames}, frames,
-                   says)
+                   says, store_wait.key_kind(body))
 
 
 def failure_of(ev: Event) -> Failure:
@@ -132,6 +135,8 @@ def similarity(a: Failure, b: Failure) -> float:
     the overlap of their templates."""
     if a.exc_type is None or a.exc_type != b.exc_type or not a.words or not b.words or not (a.says and b.says):
         return 0.0
+    if (a.store or b.store) and (a.store != b.store or a.store == "own"):
+        return 0.0  # store waits are alike only when they waited for the same kind of key (never the program's own)
     return len(a.words & b.words) / len(a.words | b.words)
 
 

@@ -203,6 +203,17 @@ def _two_plain_ranks(case: Case) -> list[str]:
     return ["bash", "-c", f"{rank(0)} & {rank(1)}; wait"]
 
 
+def _two_c10d_nodes(case: Case) -> list[str]:
+    """Two torchrun agents on this machine as nodes 0 and 1 (c10d rendezvous, one worker each), both consoles in
+    the log; node 0 starts first so that its agent hosts the store. An agent stops only its own workers."""
+    port = str(_free_port())
+    def node(rank: int) -> str:
+        return shlex.join([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={rank}",
+                           f"--nproc_per_node={case.nproc}", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
+                           f"{PROGRAMS}/{case.program}", *case.script_args])
+    return ["bash", "-c", f"{node(0)} & sleep 3; {node(1)}; wait"]
+
+
 def _low_fd_limit(case: Case) -> list[str]:
     """torchrun under `ulimit -n 128`."""
     return with_open_files_limit(_default_cmd(case), 128)
@@ -690,6 +701,36 @@ CASES: list[Case] = [
     Case("gen_gloo_all_to_all_sizes", "collective_shape_mismatch", "fail_torch_messages.py", 0,
          expect=["in->size == out->size"], script_args=["--variant", "all_to_all_sizes"],
          notes="all_to_all_single with an input of 4 on rank 0 (8 on rank 1) into outputs of 8."),
+    # store waits that run out (evals/programs/fail_store_wait.py): the key awaited says who was missing
+    Case("gen_store_wait_late_rank", "rank_start_skew", "fail_store_wait.py", 1,
+         expect=["wait timeout after 5000ms, keys: /default_pg/0//cpu//0/0"], script_args=["--variant", "rank_late"],
+         notes="rank 0 sleeps 15 s before init_process_group(timeout=5 s); rank 1 times out waiting for rank 0's "
+               "gloo address (store key .../0/0), so the first failure is rank 1's and the missing rank is 0."),
+    Case("gen_store_wait_new_group", "rank_conditional_collective", "fail_store_wait.py", 0,
+         expect=["keys: /default_pg/0//1//cpu//0/1"], script_args=["--variant", "new_group_partial"],
+         notes="only rank 0 calls dist.new_group([0, 1]); it times out waiting for rank 1's address in group 1."),
+    Case("gen_store_wait_own_key", "rank_conditional_collective", "fail_store_wait.py", 1,
+         expect=["wait timeout after 5000ms, keys: /default_pg/0//ckpt_step"], script_args=["--variant", "key_never_set"],
+         notes="rank 0 skips the store.set('ckpt_step') that rank 1's store.get waits for. A key the program sets "
+               "itself does not say why nobody set it: the diagnosis gives candidates only."),
+    Case("gen_store_wait_peer_failed", "peer_died_first", "fail_store_wait.py", 1,
+         expect=["rank 1 failed before publishing its result", "keys: /default_pg/0//result_1"],
+         script_args=["--variant", "peer_failed"], nproc=1, cmd=_two_c10d_nodes, timeout=90,
+         notes="two torchrun agents (nodes) of one worker each; rank 1 raises before it sets result_1 and rank 0's "
+               "store.get('result_1') times out: node 1's agent does not stop node 0's worker."),
+    Case("gen_store_barrier_oversized", "store_barrier_world_size", "fail_store_wait.py", None,
+         expect=["missing_ranks=[2]"], script_args=["--variant", "barrier_oversized", "--traced"],
+         launcher_args=["--tee", "3"],  # whole lines: the two ranks' messages are long and fail together
+         notes="both ranks enter torch.distributed.elastic.utils.store.barrier sized for 3 members; rank 0 names "
+               "the missing rank 2, which the 2-rank job does not have. Both ranks fail alike: no first rank."),
+    # a DataLoader worker that dies (evals/programs/fail_dataloader_worker_dies.py)
+    Case("gen_dataloader_worker_exits", "peer_died_first", "fail_dataloader_worker_dies.py", 1,
+         expect=["exited unexpectedly with exit code 1"], script_args=["--how", "exit"],
+         notes="a DataLoader worker of rank 1 exits (os._exit(1)); rank 1's loader raises and rank 0 reads "
+               "'Connection closed by peer'. No distributed cause: rerun rank 1's loop with num_workers=0."),
+    Case("gen_dataloader_worker_killed", "oom_one_rank", "fail_dataloader_worker_dies.py", 1,
+         expect=["is killed by signal: Killed."], script_args=["--how", "kill"],
+         notes="a DataLoader worker of rank 1 gets SIGKILL, as from the kernel's OOM killer."),
 ]
 
 
