@@ -125,10 +125,16 @@ def spans(stream: BinaryIO, stats: ScanStats, name: str) -> Iterator[tuple[int, 
         if not n:
             break
         stats.bytes += n
-        if first:
-            first = False
-            if buf.find(b"\x00", carry, carry + min(n, 8192)) >= 0:
+        if buf.find(b"\x00", carry, carry + n) >= 0:
+            head = bytes(view[carry:carry + n])
+            if first and _binary(head[:8192]):
                 raise InputError(f"{name}: binary file (NUL bytes in the first 8 KiB), not a log")
+            # a stray NUL is text's: torch's segfault handler writes its message's terminator ("...in worker.\n\0")
+            # before the next line's rank prefix; dropped, the line reads as printed
+            kept = head.replace(b"\x00", b"")
+            buf[carry:carry + len(kept)] = kept
+            n = len(kept)
+        first = False
         start, end = 0, carry + n
         if skipping:
             nl = buf.find(b"\n", start, end)
@@ -154,6 +160,11 @@ def spans(stream: BinaryIO, stats: ScanStats, name: str) -> Iterator[tuple[int, 
         yield line_no, bytes(view[:carry]) + b"\n", 0, carry + 1
         line_no += 1
     stats.lines += line_no - 1
+
+
+def _binary(head: bytes) -> bool:
+    """NUL bytes in more than 1% of the input's first bytes: a binary file (a log has at most a stray one)."""
+    return head.count(b"\x00") > max(1, len(head) // 100)
 
 
 class _LineCounter:

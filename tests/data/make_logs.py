@@ -731,6 +731,10 @@ CASES: list[Case] = [
     Case("gen_dataloader_worker_killed", "oom_one_rank", "fail_dataloader_worker_dies.py", 1,
          expect=["is killed by signal: Killed."], script_args=["--how", "kill"],
          notes="a DataLoader worker of rank 1 gets SIGKILL, as from the kernel's OOM killer."),
+    Case("gen_dataloader_worker_segv", "peer_died_first", "fail_dataloader_worker_dies.py", 1,
+         expect=["Unexpected segmentation fault encountered in worker."], script_args=["--how", "segv"],
+         notes="a DataLoader worker of rank 1 segfaults; torch's handler ends its message with a NUL byte before "
+               "the next line (kept in the log: a real log is read, not refused as binary)."),
 ]
 
 
