@@ -467,72 +467,71 @@ def _plain(head: bytes) -> str:
     return "\n".join(split_prefix(strip_ansi(ln))[2] for ln in head.decode("utf-8", "replace").splitlines()).strip()
 
 
-def _compare_with_known(builder: EventBuilder, first: Event | None, references_root, context: str | None,
-                        scores: dict, evidence_of: dict, matcher: Matcher, head: bytes = b"") -> None:
-    """Structural matches of the log's failures (first failure first) with the knowledge base's quotes and the
-    corpus's train cases, then BM25 neighbours of the failure text: new causes, or evidence for named ones."""
+def _compared(builder: EventBuilder, first: Event | None, references_root):
+    """(known failures, the events compared with them, their failures, whether one is a same-operation mismatch:
+    it reads like the different-operation one word for word, so never that cause)."""
     from distdoctor.diagnose.retrieval import known_failures
 
     known = known_failures(str(references_root) if references_root else None)
     events = _compared_events(builder, first)
     failures = [structure.failure_of(e) for e in events]
-    # a same-operation mismatch reads like the different-operation one word for word: never that cause
     same_op = any((mm := structure.collective_mismatch(f.message)) is not None and mm.same_op for f in failures)
+    return known, events, failures, same_op
+
+
+def _structural_item(event: Event, f: structure.Failure, m) -> dict:
+    """Evidence: the event's failure has the message template of a known failure m."""
+    key = event.key_line()
+    return {"file": key.file, "line": key.line, "text": key.text[:500], "rank": key.rank, "kind": "structural",
+            "proves": f"{f.exc_type} with the same message template as a known {m.cause} failure "
+                      f"({m.where}: {m.text[:160]!r})"}
+
+
+def _similar_item(m, from_log: bool, how: str) -> dict:
+    """Evidence: the log (or, without one, the person's description: words) is `how` ("most like", "also like")
+    the known failure m among BM25 neighbours."""
+    return {"file": m.where if from_log else "<context>", "line": None, "text": m.text, "rank": None,
+            "kind": "similar" if from_log else "keyword",
+            "proves": f"{'the log' if from_log else 'your description'} is {how} {m.doc_id} "
+                      f"(BM25 neighbours' votes: {m.score:.2f} of the best cause's)"}
+
+
+def _compare_with_known(builder: EventBuilder, first: Event | None, references_root, context: str | None,
+                        scores: dict, evidence_of: dict, matcher: Matcher, head: bytes = b"") -> None:
+    """Structural matches of the log's failures (first failure first) with the knowledge base's quotes and the
+    corpus's train cases, then BM25 neighbours of the failure text: new causes, or evidence for named ones."""
+    known, events, failures, same_op = _compared(builder, first, references_root)
     for i, (ev, f) in enumerate(zip(events, failures)):
         for m in known.structural([f]):
             if m.cause not in matcher.entries or (same_op and m.cause == structure.MISMATCH_CAUSE):
                 continue
-            key = ev.key_line()
-            item = {"file": key.file, "line": key.line, "text": key.text[:500], "rank": key.rank, "kind": "structural",
-                    "proves": f"{f.exc_type} with the same message template as a known {m.cause} failure "
-                              f"({m.where}: {m.text[:160]!r})"}
             if not any(x["kind"] == "structural" for x in evidence_of.get(m.cause, [])):
                 scores[m.cause] += (STRUCTURAL_WEIGHT if i == 0 else STRUCTURAL_WEIGHT / 2) * m.score
-                evidence_of.setdefault(m.cause, []).append(item)
+                evidence_of.setdefault(m.cause, []).append(_structural_item(ev, f, m))
     if any(calibrate.tier(evs) for c, evs in evidence_of.items() if scores.get(c, 0) > 0):
         return  # the log itself names a cause: neighbours would only add weaker candidates
-    query = _query(failures, head, context)
-    for rank_, m in enumerate(known.similar(query)):
+    from_log = bool(failures or _plain(head))
+    for rank_, m in enumerate(known.similar(_query(failures, head, context))):
         if m.cause not in matcher.entries or (same_op and m.cause == structure.MISMATCH_CAUSE):
             continue
-        from_log = bool(failures or _plain(head))
-        item = {"file": m.where, "line": None, "text": m.text, "rank": None,
-                "kind": "similar" if from_log else "keyword",
-                "proves": f"{'the log' if from_log else 'your description'} is most like {m.doc_id} "
-                          f"(BM25 neighbours' votes: {m.score:.2f} of the best cause's)"}
-        if not from_log:  # retrieval over the person's words rests on words
-            item["file"] = "<context>"
         scores[m.cause] += SIMILAR_WEIGHT * m.score / (1 + rank_)  # agreeing with the words adds up
-        evidence_of.setdefault(m.cause, []).append(item)
+        evidence_of.setdefault(m.cause, []).append(_similar_item(m, from_log, "most like"))
 
 
 def _alternatives(builder: EventBuilder, first: Event | None, references_root, context: str | None,
                   matcher: Matcher, head: bytes, causes: list[dict], ruled: set[str]) -> list[dict]:
     """After a confident top cause: known failures with the log's message templates, then BM25 neighbours
     (distdoctor/diagnose/alternatives.py), scored as _compare_with_known would."""
-    from distdoctor.diagnose.retrieval import known_failures
-
-    known = known_failures(str(references_root) if references_root else None)
-    events = _compared_events(builder, first)
-    failures = [structure.failure_of(e) for e in events]
-    if any((mm := structure.collective_mismatch(f.message)) is not None and mm.same_op for f in failures):
-        ruled = ruled | {structure.MISMATCH_CAUSE}  # a same-operation mismatch reads like it word for word
-    structural = []
-    for i, (event, f) in enumerate(zip(events, failures)):
-        key = event.key_line()
-        for m in known.structural([f]):
-            structural.append((m.cause, (STRUCTURAL_WEIGHT if i == 0 else STRUCTURAL_WEIGHT / 2) * m.score,
-                               {"file": key.file, "line": key.line, "text": key.text[:500], "rank": key.rank,
-                                "kind": "structural", "proves": f"{f.exc_type} with the same message template as a "
-                                f"known {m.cause} failure ({m.where}: {m.text[:160]!r})"}))
+    known, events, failures, same_op = _compared(builder, first, references_root)
+    if same_op:
+        ruled = ruled | {structure.MISMATCH_CAUSE}
+    structural = [(m.cause, (STRUCTURAL_WEIGHT if i == 0 else STRUCTURAL_WEIGHT / 2) * m.score,
+                   _structural_item(event, f, m))
+                  for i, (event, f) in enumerate(zip(events, failures)) for m in known.structural([f])]
 
     def similar() -> list[tuple[str, float, dict]]:
         from_log = bool(failures or _plain(head))
-        return [(m.cause, SIMILAR_WEIGHT * m.score / (1 + i),
-                 {"file": m.where if from_log else "<context>", "line": None, "text": m.text, "rank": None,
-                  "kind": "similar" if from_log else "keyword",
-                  "proves": f"{'the log' if from_log else 'your description'} is also like {m.doc_id} (BM25 "
-                            f"neighbours' votes: {m.score:.2f} of the best cause's)"})
+        return [(m.cause, SIMILAR_WEIGHT * m.score / (1 + i), _similar_item(m, from_log, "also like"))
                 for i, m in enumerate(known.similar(_query(failures, head, context)))
                 if m.score >= alternatives.ALT_SIMILAR_MIN]
 
