@@ -37,6 +37,7 @@ TARGET_POSITIONS = {"init_process_group": 0, "new_group": 2}
 NCCL_ONLY_KWARGS = ("device_id", "pg_options")
 SET_DEVICE = {"torch.cuda.set_device"}
 TORCH_DEVICE = {"torch.device"}
+PLATFORM = {"os.name", "sys.platform", "platform.system", "platform.platform"}
 NCCL, ALT, NEUTRAL, UNKNOWN = "nccl", "alt", "neutral", "unknown"
 
 
@@ -337,6 +338,8 @@ class Transformer(PatchCommand):
             if is_none(expr.body) or is_none(expr.orelse):  # `"nccl" if opts else None`: None = the device's default
                 return ALT
             kinds = {self._classify(expr.body, depth + 1), self._classify(expr.orelse, depth + 1)}
+            if NCCL in kinds and self._platform_test(expr.test):
+                return NCCL  # `"gloo" if os.name == "nt" else "nccl"`: NCCL on every Linux machine, GPU or not
             return _combine(kinds)
         if isinstance(expr, cst.BooleanOperation):
             return _combine({self._classify(expr.left, depth + 1), self._classify(expr.right, depth + 1)})
@@ -355,6 +358,11 @@ class Transformer(PatchCommand):
         elif isinstance(expr, cst.Subscript):
             values = [expr.value]
         return _combine({UNKNOWN if v is None else self._classify(v, depth + 1) for v in values if v is not expr})
+
+    def _platform_test(self, test: cst.BaseExpression) -> bool:
+        """The test reads the operating system (os.name, sys.platform, platform.system()) and not CUDA."""
+        return not mentions_cuda(test) and any(
+            qualified_names(self, n) & PLATFORM for n in walk(test) if isinstance(n, (cst.Attribute, cst.Name)))
 
     def _name_values(self, name: cst.Name) -> list[cst.BaseExpression | None]:
         """What a name can hold where it is read: its assignments in scope, or a parameter's default and
@@ -484,6 +492,28 @@ class Transformer(PatchCommand):
                     test=cst.parse_expression(cond), body=parenthesize(other.value), orelse=cst.Name("None")))
         self.record(call, f"backend {old} -> gloo unless {cond}")
         self._plan_wraps(stmt, cond)
+        for top in self._variant_chains(stmt):  # `if windows: gloo else: nccl` then `torch.cuda.set_device(rank)`
+            self._plan_wraps(top, cond)
+
+    def _variant_chains(self, stmt: cst.CSTNode) -> list[cst.If]:
+        """Tops of the if/elif chains that hold `stmt` directly (one inside the other), pick the backend (start
+        a process group in more than one branch) and do not test CUDA or the device: the set-up beside such a
+        chain runs on every branch, the CPU run's too. (`if ddp: init_process_group(...)` is no such chain.)"""
+        tops: list[cst.If] = []
+        node = stmt
+        while True:
+            block = self.get_metadata(ParentNodeProvider, node, None)
+            owner = self.get_metadata(ParentNodeProvider, block, None) if isinstance(block, cst.IndentedBlock) else None
+            if isinstance(owner, cst.Else):
+                owner = self.get_metadata(ParentNodeProvider, owner, None)
+            if not isinstance(owner, cst.If):
+                return tops
+            top = self._chain_top(owner)
+            starts = [c for c in walk(top) if isinstance(c, cst.Call) and qualified_names(self, c.func) & TARGETS.keys()]
+            if self._device_keyed_chain(top) or len(starts) < 2:
+                return tops
+            tops.append(top)
+            node = top
 
     def _cuda_value_assign(self, stmt: cst.CSTNode) -> bool:
         """`x = "cuda..."`, `x = f"cuda:{i}"` or `x = torch.device("cuda", i)`."""

@@ -359,14 +359,18 @@ class Transformer(PatchCommand):
         for handler in original_node.handlers:  # `HAS_FLASH = False` where the import fails
             for assign in m.findall(handler.body, m.Assign(value=m.Name("False") | m.Name("None"))):
                 self.switched.update(_code(t.target) for t in assign.targets)
-        body = list(updated_node.body.body)
+        suite = updated_node.body
+        if isinstance(suite, cst.SimpleStatementSuite):  # `try: from flash_attn import f` on one line
+            suite = cst.IndentedBlock([cst.SimpleStatementLine(
+                [s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) for s in suite.body])])
+        body = list(suite.body)
         if body and mentions_flag(body[0]):
             return updated_node
         self._mark(original_node, f"flash-attn import probe raises {exc} at once when {self.env}=1")
         message = cst.SimpleString(f'"{self.env}=1: flash-attention not loaded"')
         raise_stmt = cst.SimpleStatementLine([cst.Raise(cst.Call(cst.Name(exc), [cst.Arg(message)]))])
         body.insert(0, self._forced_if([raise_stmt]))
-        return updated_node.with_changes(body=updated_node.body.with_changes(body=body))
+        return updated_node.with_changes(body=suite.with_changes(body=body))
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
         """An unconditional module-level `from flash_attn import ...` / `import flash_attn`: import it only
