@@ -142,6 +142,8 @@ def screen(tree: ast.Module) -> bool:
                              for t in a.targets if isinstance(t, ast.Name)}
             if any(_ast_gpu_location(loc, gpu_names) for loc in locations):
                 return True
+        if any(k.arg == "device" and _ast_index(k.value) for k in node.keywords):
+            return True  # .to(device=rank), torch.zeros(n, device=rank), evaluate(model, device=rank)
         if not isinstance(func, ast.Attribute):
             continue
         if func.attr in ("to", "cuda") and (
@@ -271,6 +273,11 @@ class Transformer(PatchCommand):
             return bool(assignments) and all(getattr(a, "node", None) in self.gpu_values for a in assignments)
         return False
 
+    def _cuda_api(self, call: cst.Call) -> bool:
+        """torch.cuda.*(device=i) reads an index on a GPU run only: left alone."""
+        names = {q.name for q in self.get_metadata(QualifiedNameProvider, call.func, set())}
+        return any(n.startswith("torch.cuda.") for n in names)
+
     # -- rewrite --------------------------------------------------------------------------------------
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         args = list(updated_node.args)
@@ -285,15 +292,16 @@ class Transformer(PatchCommand):
             keyword = arg.keyword.value if arg.keyword is not None else None
             if method and positional[:1] == [i] and is_gpu_index(arg.value):
                 pass
-            elif method and keyword == "device" and is_gpu_index(arg.value):
-                pass
+            elif keyword == "device" and is_gpu_index(arg.value) and (method or not self._cuda_api(original_node)):
+                pass  # `.to(device=rank)`, `torch.zeros(n, device=rank)`, `evaluate(model, loader, device=rank)`
             elif is_load and (keyword == "map_location" or (keyword is None and positional[1:2] == [i])) \
                     and self._is_gpu_location(arg.value):
                 pass
             else:
                 continue
             new = self._replacement(arg.value, args[i].value)
-            where = f".{method}()" if method else "torch.load(map_location=)"
+            where = f".{method}()" if method else "torch.load(map_location=)" if is_load else \
+                f"{_code(original_node.func)}(device=)"
             self.record(original_node, f"{where}: {_code(arg.value)} -> {_code(new)}")
             args[i] = args[i].with_changes(value=new)
             changed = True

@@ -26,6 +26,7 @@ CASES = [
     ("cuda_calls_cpu/train_loop_bare_cuda", "Torch not compiled with CUDA enabled"),
     ("gloo_backend/platform_chain_then_set_device", "Distributed package doesn't have NCCL built in"),
     ("gloo_backend/platform_ifexp_backend", "Distributed package doesn't have NCCL built in"),
+    ("int_device/device_keyword_any_call", "Cannot access accelerator device when none is available"),
 ]
 
 
