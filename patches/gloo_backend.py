@@ -492,18 +492,26 @@ class Transformer(PatchCommand):
                     test=cst.parse_expression(cond), body=parenthesize(other.value), orelse=cst.Name("None")))
         self.record(call, f"backend {old} -> gloo unless {cond}")
         self._plan_wraps(stmt, cond)
-        for top in self._variant_chains(stmt):  # `if windows: gloo else: nccl` then `torch.cuda.set_device(rank)`
-            self._plan_wraps(top, cond)
+        outer = self._variant_chains(stmt)  # `if windows: gloo else: nccl` / `try: nccl`, then set_device(rank)
+        if outer:
+            self.needs_torch = True  # the device may be bound after the outer set-up: test CUDA itself
+        for top in outer:
+            self._plan_wraps(top, "torch.cuda.is_available()")
 
-    def _variant_chains(self, stmt: cst.CSTNode) -> list[cst.If]:
-        """Tops of the if/elif chains that hold `stmt` directly (one inside the other), pick the backend (start
-        a process group in more than one branch) and do not test CUDA or the device: the set-up beside such a
-        chain runs on every branch, the CPU run's too. (`if ddp: init_process_group(...)` is no such chain.)"""
-        tops: list[cst.If] = []
+    def _variant_chains(self, stmt: cst.CSTNode) -> list[cst.CSTNode]:
+        """The statements that hold `stmt` directly (one inside the other) and run the set-up beside them on
+        every path, the CPU run's too: a `try:` or `with` around the start, or the top of an if/elif chain that
+        picks the backend (starts a process group in more than one branch) and does not test CUDA or the
+        device. (`if ddp: init_process_group(...)` is no such chain.)"""
+        tops: list[cst.CSTNode] = []
         node = stmt
         while True:
             block = self.get_metadata(ParentNodeProvider, node, None)
             owner = self.get_metadata(ParentNodeProvider, block, None) if isinstance(block, cst.IndentedBlock) else None
+            if isinstance(owner, (cst.Try, cst.With)) and owner.body is block:
+                tops.append(owner)
+                node = owner
+                continue
             if isinstance(owner, cst.Else):
                 owner = self.get_metadata(ParentNodeProvider, owner, None)
             if not isinstance(owner, cst.If):

@@ -27,6 +27,7 @@ CASES = [
     ("gloo_backend/platform_chain_then_set_device", "Distributed package doesn't have NCCL built in"),
     ("gloo_backend/platform_ifexp_backend", "Distributed package doesn't have NCCL built in"),
     ("int_device/device_keyword_any_call", "Cannot access accelerator device when none is available"),
+    ("gloo_backend/setup_beside_try", "module 'torch._C' has no attribute '_cuda_setDevice'"),
 ]
 
 
