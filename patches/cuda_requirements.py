@@ -7,11 +7,11 @@ import re
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import ParentNodeProvider
+from libcst.metadata import ParentNodeProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import (
-    ancestors, ast_ident, ast_nodes, literal_text, named_nodes, parenthesize, qualified_names, walk,
+    ancestors, ast_ident, ast_nodes, literal_text, lookup, named_nodes, parenthesize, qualified_names, walk,
 )
 
 PATCH = PatchInfo(
@@ -69,6 +69,7 @@ class _Screen:
     are recognised by their attribute chain or an import alias (over-approximating, never missing a rewrite)."""
 
     def __init__(self, tree: ast.Module) -> None:
+        self.tree, self._count_names = tree, None
         self.receivers = {"cuda", "accelerator"}
         self.direct: set[str] = set()  # from torch.cuda import is_available [as x]
         for node in ast_nodes(tree, ast.Import, ast.ImportFrom):
@@ -120,8 +121,22 @@ class _Screen:
         return False
 
     def modulo(self, node: ast.AST) -> bool:
-        return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and \
+        return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and (
             self.gpu_call(node.right, ("device_count",), gpu_names=False)
+            or (isinstance(node.right, ast.Name) and node.right.id in self.count_names()))
+
+    def count_names(self) -> set[str]:
+        """Names some assignment gives torch.cuda.device_count() (alone or at its place in a tuple)."""
+        if self._count_names is None:
+            self._count_names = set()
+            for a in ast_nodes(self.tree, ast.Assign):
+                pairs = [(a.targets[0], a.value)] if len(a.targets) == 1 else []
+                if pairs and isinstance(a.value, ast.Tuple) and isinstance(a.targets[0], ast.Tuple) \
+                        and len(a.value.elts) == len(a.targets[0].elts):
+                    pairs = list(zip(a.targets[0].elts, a.value.elts))
+                self._count_names |= {t.id for t, v in pairs if isinstance(t, ast.Name)
+                                      and self.gpu_call(v, ("device_count",), gpu_names=False)}
+        return self._count_names
 
 
 def _ast_threshold(node: ast.AST) -> bool:
@@ -292,6 +307,9 @@ class Transformer(PatchCommand):
                     seen.add(id(parent))
                     self._plan_if(parent)
                     break
+                elif isinstance(parent, cst.Assign):
+                    self._plan_count_name(parent, child, self.get_metadata(ParentNodeProvider, found, None))
+                    break
                 elif isinstance(parent, (cst.BaseStatement, cst.BaseSmallStatement)):
                     break
                 child = parent
@@ -362,7 +380,61 @@ class Transformer(PatchCommand):
                 cst.Arg(value=cst.Integer("1"))])
             self.record(node, "x % device_count() -> x % max(device_count(), 1) (no ZeroDivisionError on CPU)")
 
+    def _plan_count_name(self, assign: cst.Assign, value: cst.CSTNode, call: cst.CSTNode) -> None:
+        """`n = torch.cuda.device_count()` (or `rank, n = ..., torch.cuda.device_count()`), then `x % n`:
+        `x % max(n, 1)` where every assignment of n is such a count."""
+        if value is not assign.value or len(assign.targets) != 1 or not isinstance(call, cst.Call) \
+                or not qualified_names(self, call.func) & COUNT:
+            return
+        target = assign.targets[0].target
+        if call is not value:  # a tuple element: the target at the same position
+            if not (isinstance(value, cst.Tuple) and isinstance(target, cst.Tuple)
+                    and len(value.elements) == len(target.elements)):
+                return
+            index = next((i for i, e in enumerate(value.elements) if e.value is call), None)
+            target = target.elements[index].value if index is not None else None
+        if not isinstance(target, cst.Name):
+            return
+        scope = lookup(self, ScopeProvider, target)
+        if scope is None:
+            return
+        assignments = list(scope.assignments[target.value])
+        if not assignments or any(a.node is not target and not self._count_target(a.node) for a in assignments):
+            return
+        for assignment in assignments:
+            for ref in assignment.references:
+                parent = self.get_metadata(ParentNodeProvider, ref.node, None)
+                if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Modulo) \
+                        and parent.right is ref.node and id(ref.node) not in self.exprs:
+                    self.exprs[id(ref.node)] = cst.Call(func=cst.Name("max"), args=[
+                        cst.Arg(value=ref.node, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                        cst.Arg(value=cst.Integer("1"))])
+                    self.record(parent, f"x % {target.value} (= device_count()) -> x % max({target.value}, 1) "
+                                        "(no ZeroDivisionError on CPU)")
+
+    def _count_target(self, node: cst.CSTNode) -> bool:
+        """node is a Name assigned torch.cuda.device_count() (directly or at its place in a tuple)."""
+        parent = self.get_metadata(ParentNodeProvider, node, None)
+        element = None
+        if isinstance(parent, cst.Element):
+            element, parent = parent, self.get_metadata(ParentNodeProvider, parent, None)
+            if not isinstance(parent, cst.Tuple):
+                return False
+            tup, parent = parent, self.get_metadata(ParentNodeProvider, parent, None)
+        if not isinstance(parent, cst.AssignTarget):
+            return False
+        assign = self.get_metadata(ParentNodeProvider, parent, None)
+        value = assign.value if isinstance(assign, cst.Assign) else None
+        if element is not None:
+            if not isinstance(value, cst.Tuple) or len(value.elements) != len(tup.elements):
+                return False
+            value = value.elements[list(tup.elements).index(element)].value
+        return isinstance(value, cst.Call) and bool(qualified_names(self, value.func) & COUNT)
+
     # ---- rewriting ----
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        return self.exprs.get(id(original_node), updated_node)
+
     def leave_SimpleStatementLine(self, original_node, updated_node):
         return self.lines.get(id(original_node), updated_node)
 

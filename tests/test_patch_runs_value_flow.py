@@ -28,6 +28,7 @@ CASES = [
     ("gloo_backend/platform_ifexp_backend", "Distributed package doesn't have NCCL built in"),
     ("int_device/device_keyword_any_call", "Cannot access accelerator device when none is available"),
     ("gloo_backend/setup_beside_try", "module 'torch._C' has no attribute '_cuda_setDevice'"),
+    ("cuda_requirements/count_name_modulo", "ZeroDivisionError: integer modulo by zero"),
 ]
 
 
