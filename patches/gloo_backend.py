@@ -23,7 +23,7 @@ PATCH = PatchInfo(
     risk="A CUDA run that silently falls back to gloo is slow; the condition keys on the run's device where the "
          "code has one, else on torch.cuda.is_available(), so a GPU run still gets NCCL.",
     env_var=None,
-    prefilter=("nccl", "NCCL"),
+    prefilter=("nccl", "NCCL", "device_id"),
 )
 
 # function -> position of its `backend` parameter
@@ -96,6 +96,8 @@ def screen(tree: ast.Module) -> bool:
         if value is None and len(call.args) > pos and not any(isinstance(a, ast.Starred) for a in call.args[:pos + 1]):
             value = call.args[pos]
         if value is None:
+            if any(k.arg == "device_id" for k in call.keywords):
+                return True  # the default backend with a device_id: gloo on a CPU, which refuses one
             continue
         if any(k.arg == "device_id" for k in call.keywords) or _ast_has_nccl(value):
             return True
@@ -263,6 +265,7 @@ class Transformer(PatchCommand):
             return
         arg = get_arg(node, "backend", TARGETS[next(iter(names))])
         if arg is None:
+            self._plan_default_device_id(node)
             return
         if self._classify(arg.value) != NCCL:
             self._plan_cuda_device_id(node)
@@ -309,6 +312,24 @@ class Transformer(PatchCommand):
         self.arg_edits[id(arg)] = arg.with_changes(value=cst.IfExp(
             test=cst.parse_expression(cond), body=parenthesize(arg.value), orelse=cst.Name("None")))
         self.record(call, f"device_id (a CUDA device) -> None unless {cond}")
+
+    def _plan_default_device_id(self, call: cst.Call) -> None:
+        """No backend (the device's default: gloo on a CPU) with `device_id=`: gloo refuses any device_id
+        there (`ValueError: init_process_group device_id parameter must be an accelerator with an index`), and
+        the torch.cuda.set_device() beside it raises too: both kept to CUDA runs."""
+        arg = get_arg(call, "device_id")
+        stmt = enclosing_statement(self, call)
+        if arg is None or stmt is None or is_none(arg.value) or (
+                isinstance(arg.value, cst.IfExp) and (is_none(arg.value.body) or is_none(arg.value.orelse))):
+            return
+        self.needs_torch = True
+        cond = "torch.cuda.is_available()"
+        self.arg_edits[id(arg)] = arg.with_changes(value=cst.IfExp(
+            test=cst.parse_expression(cond), body=parenthesize(arg.value), orelse=cst.Name("None")))
+        self.record(call, f"device_id -> None unless {cond} (the default backend is gloo on a CPU)")
+        self._plan_wraps(stmt, cond)
+        for top in self._variant_chains(stmt):
+            self._plan_wraps(top, cond)
 
     def _strings(self, node: cst.CSTNode) -> list[str]:
         return [t.lower() for t in (literal_text(s) for s in walk(node)

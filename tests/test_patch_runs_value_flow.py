@@ -29,6 +29,7 @@ CASES = [
     ("int_device/device_keyword_any_call", "Cannot access accelerator device when none is available"),
     ("gloo_backend/setup_beside_try", "module 'torch._C' has no attribute '_cuda_setDevice'"),
     ("cuda_requirements/count_name_modulo", "ZeroDivisionError: integer modulo by zero"),
+    ("gloo_backend/default_backend_device_id", "Expected a cuda device, but got: cpu"),
 ]
 
 
