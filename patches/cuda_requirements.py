@@ -121,7 +121,7 @@ class _Screen:
         return False
 
     def modulo(self, node: ast.AST) -> bool:
-        return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and (
+        return isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.FloorDiv)) and (
             self.gpu_call(node.right, ("device_count",), gpu_names=False)
             or (isinstance(node.right, ast.Name) and node.right.id in self.count_names()))
 
@@ -381,8 +381,8 @@ class Transformer(PatchCommand):
             self.record(node, "x % device_count() -> x % max(device_count(), 1) (no ZeroDivisionError on CPU)")
 
     def _plan_count_name(self, assign: cst.Assign, value: cst.CSTNode, call: cst.CSTNode) -> None:
-        """`n = torch.cuda.device_count()` (or `rank, n = ..., torch.cuda.device_count()`), then `x % n`:
-        `x % max(n, 1)` where every assignment of n is such a count."""
+        """`n = torch.cuda.device_count()` (or `rank, n = ..., torch.cuda.device_count()`), then `x % n` or
+        `x // n`: `x % max(n, 1)` where every assignment of n is such a count."""
         if value is not assign.value or len(assign.targets) != 1 or not isinstance(call, cst.Call) \
                 or not qualified_names(self, call.func) & COUNT:
             return
@@ -404,12 +404,13 @@ class Transformer(PatchCommand):
         for assignment in assignments:
             for ref in assignment.references:
                 parent = self.get_metadata(ParentNodeProvider, ref.node, None)
-                if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Modulo) \
+                if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.Modulo, cst.FloorDivide)) \
                         and parent.right is ref.node and id(ref.node) not in self.exprs:
                     self.exprs[id(ref.node)] = cst.Call(func=cst.Name("max"), args=[
                         cst.Arg(value=ref.node, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
                         cst.Arg(value=cst.Integer("1"))])
-                    self.record(parent, f"x % {target.value} (= device_count()) -> x % max({target.value}, 1) "
+                    op = "%" if isinstance(parent.operator, cst.Modulo) else "//"
+                    self.record(parent, f"x {op} {target.value} (= device_count()) -> x {op} max({target.value}, 1) "
                                         "(no ZeroDivisionError on CPU)")
 
     def _count_target(self, node: cst.CSTNode) -> bool:
