@@ -28,7 +28,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper
 
 from distdoctor import paths
-from distdoctor.patching import fastmeta
+from distdoctor.patching import fastmeta, fastwalk
 from distdoctor.patching.base import Change, PatchCommand, PatchOptions
 
 BOM = "\ufeff"
@@ -115,11 +115,12 @@ def patch_source(source: str, patches: list[ModuleType] | None = None, options: 
     if not active:
         return PatchResult(source, [])
     wrapper = _wrap(cst.parse_module(text))
-    try:
-        new_text, changes = _combined(active, wrapper, options, path)
-    except _Diverged:
-        FALLBACKS[0] += 1
-        new_text, changes = _sequential(active, wrapper, options, path)
+    with fastwalk.visitors():
+        try:
+            new_text, changes = _combined(active, wrapper, options, path)
+        except _Diverged:
+            FALLBACKS[0] += 1
+            new_text, changes = _sequential(active, wrapper, options, path)
     if not changes or new_text == text:
         return PatchResult(source, [])
     return PatchResult((BOM if bom else "") + new_text, sorted(changes, key=lambda c: (c.line, c.patch)))
@@ -248,8 +249,7 @@ class _Combined(cst.CSTTransformer):
         self._visits: dict[str, list] = {"Module": []}  # visit_Module runs before the traversal
         self._leaves: dict[str, list] = {}
         self._own = [_own_methods(type(command)) for command in self.commands]
-        if not any(_is_attribute_method(name) for own in self._own for name in own):
-            self.on_visit_attribute = self.on_leave_attribute = _ignore_attribute
+        self.attributes = any(_is_attribute_method(name) for own in self._own for name in own)
 
     def _table(self, table: dict[str, list], prefix: str, name: str) -> list:
         """The patches that define prefix+name themselves (libcst's base classes have a no-op stub for
@@ -282,7 +282,7 @@ class _Combined(cst.CSTTransformer):
         if all(b is not None for b in self.blocked):
             self._below.append(None)
             return self.on_leave(module, module)  # nobody wants the traversal: only leave_Module runs
-        return module.visit(self)
+        return fastwalk.transform(module, self, self.attributes)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         blocked = self.blocked
@@ -342,10 +342,6 @@ def _is_attribute_method(name: str) -> bool:
     """`visit_Call_func`, `leave_Arg_value`: libcst's per-attribute callbacks."""
     parts = name.split("_")
     return parts[0] in ("visit", "leave") and len(parts) >= 3 and parts[1][:1].isupper()
-
-
-def _ignore_attribute(node: cst.CSTNode, attribute: str) -> None:
-    return None
 
 
 _IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
