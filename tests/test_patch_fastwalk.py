@@ -99,6 +99,16 @@ def test_visitor_callbacks_match_libcst(name, source):
         assert fastwalk.children(node) == list(node.children)
 
 
+def test_formatting_nodes_hold_only_formatting_nodes():
+    """Skipping a FORMATTING node skips nothing else: everything below one is FORMATTING too."""
+    for _, source in _sources():
+        module = cst.parse_module(source)
+        parents = MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.ParentNodeProvider)
+        for node, parent in parents.items():
+            if type(parent) in fastwalk.FORMATTING:
+                assert type(node) in fastwalk.FORMATTING, (type(parent), type(node))
+
+
 def _all_nodes(module: cst.Module) -> list[cst.CSTNode]:
     return [module, *MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.ParentNodeProvider)]
 
@@ -155,9 +165,12 @@ def test_scope_analysis_is_libcsts():
     source = TORCH_SAMPLE[0].read_text() if TORCH_SAMPLE[0].is_file() else SYNTAX
     plain = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True).resolve(ScopeProvider)
     module = cst.parse_module(source)
-    with fastwalk.visitors():
+    with fastwalk.visitors(tables=True):
         fast = MetadataWrapper(module, unsafe_skip_copy=True).resolve(ScopeProvider)
-    assert len(fast) == len(plain)
+    # the same scope for every node but whitespace, punctuation and operator tokens (no entry: no scope)
+    assert [type(n) for n in fast] == [type(n) for n in plain if type(n) not in fastwalk.FORMATTING]
+    assert all(type(fast.get(n)) is type(s) for n, s in zip(fast, (s for p, s in plain.items()
+                                                                      if type(p) not in fastwalk.FORMATTING)))
 
     def summary(table):
         out = []

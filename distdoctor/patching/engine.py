@@ -250,6 +250,11 @@ class _Combined(cst.CSTTransformer):
         self._leaves: dict[str, list] = {}
         self._own = [_own_methods(type(command)) for command in self.commands]
         self.attributes = any(_is_attribute_method(name) for own in self._own for name in own)
+        # no patch here has a visit_/leave_ method for whitespace, punctuation or operator tokens: the shared
+        # traversal need not walk them (on_visit/on_leave would call nothing there)
+        self.prune = fastwalk.NOTHING if self.attributes or any(
+            name.split("_")[1] in fastwalk.FORMATTING_NAMES for own in self._own for name in own
+            if name.startswith(("visit_", "leave_")) and "_" in name) else fastwalk.FORMATTING
 
     def _table(self, table: dict[str, list], prefix: str, name: str) -> list:
         """The patches that define prefix+name themselves (libcst's base classes have a no-op stub for
@@ -282,7 +287,7 @@ class _Combined(cst.CSTTransformer):
         if all(b is not None for b in self.blocked):
             self._below.append(None)
             return self.on_leave(module, module)  # nobody wants the traversal: only leave_Module runs
-        return fastwalk.transform(module, self, self.attributes)
+        return fastwalk.transform(module, self, self.attributes, self.prune)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         blocked = self.blocked

@@ -22,6 +22,8 @@ from libcst.metadata import (
     QualifiedNameProvider, ScopeProvider,
 )
 
+from distdoctor.patching import fastwalk
+
 
 class _TrackingState(CodegenState):
     """Code generation that records, per node, its syntactic (start, end) lines and columns the way
@@ -160,7 +162,7 @@ class Wrapper(MetadataWrapper):
         for provider_type in _SELF_TRAVERSING:
             if provider_type in wanted and provider_type not in self._metadata:
                 provider = provider_type()
-                with provider.resolve(self):
+                with provider.resolve(self), fastwalk.visitors(tables=True):
                     provider.visit_Module(self.module)
                 self._metadata[provider_type] = MappingProxyType(dict(provider._computed))
         return super().resolve_many(providers)

@@ -23,6 +23,8 @@ from typing import Iterator
 
 import libcst as cst
 from libcst import CSTNode, CSTValidationError, CSTVisitor, FlattenSentinel, RemovalSentinel
+from libcst.metadata.expression_context_provider import ExpressionContextVisitor
+from libcst.metadata.scope_provider import ScopeVisitor
 
 _ORIGINAL_VISIT = CSTNode.visit
 
@@ -32,6 +34,23 @@ _CONDITIONAL: dict[type, str] = {
                                getattr(cst, "TemplatedStringExpression", None)) if t is not None
 }
 _ORDER: dict[object, tuple[str, ...]] = {}
+
+
+def _formatting() -> frozenset[type]:
+    """Whitespace, comments, punctuation and operator tokens: nodes whose subtrees hold nothing else."""
+    punctuation = {cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.TrailingWhitespace,
+                   cst.EmptyLine, cst.Comment, cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual,
+                   cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket,
+                   cst.LeftCurlyBrace, cst.RightCurlyBrace}
+    bases = (cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp)
+    operators = {t for t in vars(cst).values() if isinstance(t, type) and issubclass(t, bases)
+                 and not t.__name__.startswith("Base")}
+    return frozenset(punctuation | operators)
+
+
+FORMATTING = _formatting()
+FORMATTING_NAMES = frozenset(t.__name__ for t in FORMATTING)
+NOTHING: frozenset[type] = frozenset()
 
 
 class _Recorder(cst.CSTTransformer):
@@ -121,7 +140,7 @@ def attribute_plan(visitor: object):
     return plan
 
 
-def _walk(node: CSTNode, visitor: CSTVisitor, plan) -> None:
+def _walk(node: CSTNode, visitor: CSTVisitor, plan, prune: frozenset[type]) -> None:
     if visitor.on_visit(node):
         names = _ORDER.get(type(node)) or fields(node)
         hooks = None if plan is None else names if plan is True else plan.get(type(node).__name__)
@@ -133,9 +152,10 @@ def _walk(node: CSTNode, visitor: CSTVisitor, plan) -> None:
             kind = type(value)
             if kind is tuple or kind is list:
                 for child in value:
-                    _walk(child, visitor, plan)
-            elif _IS_NODE.get(kind) or (kind not in _IS_NODE and _is_node(kind)):
-                _walk(value, visitor, plan)
+                    if type(child) not in prune:
+                        _walk(child, visitor, plan, prune)
+            elif kind not in prune and (_IS_NODE.get(kind) or (kind not in _IS_NODE and _is_node(kind))):
+                _walk(value, visitor, plan, prune)
             if hook:
                 visitor.on_leave_attribute(node, name)
     visitor.on_leave(node)
@@ -152,21 +172,46 @@ def _visit(self: CSTNode, visitor):
         is_visitor = _IS_VISITOR[kind] = issubclass(kind, CSTVisitor)
     if not is_visitor:
         return _ORIGINAL_VISIT(self, visitor)
-    _walk(self, visitor, attribute_plan(visitor))
+    plan = attribute_plan(visitor)
+    _walk(self, visitor, plan, _prunable(visitor, plan))
     return self
 
 
+_PRUNE: dict[type, frozenset[type]] = {}
+TABLE_VISITORS = frozenset({ExpressionContextVisitor, ScopeVisitor})  # see visitors(tables=...)
+_TABLES = [False]
+
+
+def _prunable(visitor: object, plan) -> frozenset[type]:
+    """FORMATTING where visiting those nodes would do nothing: a visitor with libcst's own on_visit and
+    on_leave and no visit_X / leave_X (nor attribute callbacks) of its own for them. A table-building
+    visitor (scope, expression context) skips them while visitors(tables=True) says so."""
+    kind = type(visitor)
+    if _TABLES[0] and kind in TABLE_VISITORS:
+        return FORMATTING
+    found = _PRUNE.get(kind)
+    if found is None:
+        own = {name for klass in kind.__mro__ if not klass.__module__.startswith(_STUBS) for name in vars(klass)}
+        found = _PRUNE[kind] = FORMATTING if (
+            plan is not True and kind.on_visit is CSTVisitor.on_visit and kind.on_leave is CSTVisitor.on_leave
+            and not any(name.split("_")[1] in FORMATTING_NAMES for name in own
+                        if name.startswith(("visit_", "leave_")) and name.count("_") >= 1)) else NOTHING
+    return found
+
+
 @contextmanager
-def visitors() -> Iterator[None]:
-    """Within: read-only CSTVisitor traversals (`node.visit(visitor)`) do not rebuild the tree."""
-    if CSTNode.visit is _visit:  # already active (nested)
-        yield
-        return
+def visitors(tables: bool = False) -> Iterator[None]:
+    """Within: read-only CSTVisitor traversals (`node.visit(visitor)`) do not rebuild the tree. With
+    tables=True, the visitors in TABLE_VISITORS (libcst's scope and expression-context analyses) also skip
+    FORMATTING nodes: their tables then have no entry for whitespace, punctuation and operator tokens,
+    which have no scope or expression context of their own."""
+    outer, outer_tables = CSTNode.visit, _TABLES[0]
     CSTNode.visit = _visit
+    _TABLES[0] = tables
     try:
         yield
     finally:
-        CSTNode.visit = _ORIGINAL_VISIT
+        CSTNode.visit, _TABLES[0] = outer, outer_tables
 
 
 class _Replay(cst.CSTTransformer):
@@ -189,7 +234,7 @@ class _Replay(cst.CSTTransformer):
         return None
 
 
-def _transform(node: CSTNode, transformer: cst.CSTTransformer, plan):
+def _transform(node: CSTNode, transformer: cst.CSTTransformer, plan, prune: frozenset[type]):
     updated = node
     if transformer.on_visit(node):
         replaced: dict[int, object] | None = None
@@ -203,12 +248,14 @@ def _transform(node: CSTNode, transformer: cst.CSTTransformer, plan):
             kind = type(value)
             if kind is tuple or kind is list:
                 for child in value:
-                    result = _transform(child, transformer, plan)
+                    if type(child) in prune:
+                        continue
+                    result = _transform(child, transformer, plan, prune)
                     if result is not child:
                         replaced = replaced or {}
                         replaced[id(child)] = result
-            elif _IS_NODE.get(kind) or (kind not in _IS_NODE and _is_node(kind)):
-                result = _transform(value, transformer, plan)
+            elif kind not in prune and (_IS_NODE.get(kind) or (kind not in _IS_NODE and _is_node(kind))):
+                result = _transform(value, transformer, plan, prune)
                 if result is not value:
                     replaced = replaced or {}
                     replaced[id(value)] = result
@@ -223,13 +270,15 @@ def _transform(node: CSTNode, transformer: cst.CSTTransformer, plan):
     return result
 
 
-def transform(module: cst.Module, transformer: cst.CSTTransformer, attributes: bool | None = None) -> cst.Module:
+def transform(module: cst.Module, transformer: cst.CSTTransformer, attributes: bool | None = None,
+              prune: frozenset[type] = NOTHING) -> cst.Module:
     """module.visit(transformer), copying only the nodes on the path to a replaced node: the same
     callbacks in the same order; `updated_node` is the original node where nothing below changed.
     attributes=False skips the per-attribute callbacks, True calls them for every field (None: as
-    attribute_plan(transformer) says)."""
+    attribute_plan(transformer) says). Nodes of the classes in `prune` (and their subtrees) are not
+    visited: the caller knows the transformer does nothing there."""
     plan = attribute_plan(transformer) if attributes is None else (True if attributes else None)
-    result = _transform(module, transformer, plan)
+    result = _transform(module, transformer, plan, prune)
     if isinstance(result, (RemovalSentinel, FlattenSentinel)):
         raise TypeError("Cannot remove module")
     return result
