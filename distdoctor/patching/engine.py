@@ -15,7 +15,7 @@ import stat
 import sys
 import tempfile
 import warnings
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -619,12 +619,16 @@ def patch_paths(roots: Sequence[str], patch_ids: Sequence[str] | None = None, wr
     work = [(t, ids, write) for t in tasks]
     done = 0
     if jobs > 1 and len(work) > 1:
+        results: list[FileOutcome | None] = [None] * len(work)
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for outcome in pool.map(_run_task, work, chunksize=max(1, min(32, len(work) // (jobs * 4) or 1))):
-                outcomes.append(outcome)
-                done += 1
-                if progress:
-                    progress(done, len(work))
+            futures = [pool.submit(_run_chunk, [(i, work[i]) for i in chunk]) for chunk in _chunks(tasks, jobs)]
+            for future in as_completed(futures):
+                for i, outcome in future.result():
+                    results[i] = outcome
+                    done += 1
+                    if progress:
+                        progress(done, len(work))
+        outcomes += results  # type: ignore[arg-type]
     else:
         for item in work:
             outcomes.append(_run_task(item))
@@ -632,6 +636,36 @@ def patch_paths(roots: Sequence[str], patch_ids: Sequence[str] | None = None, wr
             if progress:
                 progress(done, len(work))
     return outcomes
+
+
+def _run_chunk(items: list[tuple[int, tuple[Task, tuple[str, ...] | None, bool]]]) -> list[tuple[int, FileOutcome]]:
+    return [(i, _run_task(item)) for i, item in items]
+
+
+def _chunks(tasks: Sequence[Task], jobs: int) -> list[list[int]]:
+    """Task indexes in work units for the pool, largest files first (a large file started last would
+    leave the other workers idle at the end: one 500 KB file takes ~10 s); small files are grouped so
+    that the pool's per-unit overhead stays small."""
+    def size(task: Task) -> int:
+        try:
+            return os.stat(task.path).st_size
+        except OSError:
+            return 0
+
+    sizes = [size(t) for t in tasks]
+    limit = max(1, sum(sizes) // (jobs * 64))  # ~64 units per worker
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for i in sorted(range(len(tasks)), key=lambda i: -sizes[i]):
+        current.append(i)
+        total += sizes[i]
+        if total >= limit or len(current) >= 32:
+            chunks.append(current)
+            current, total = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 def _stderr_progress(done: int, total: int) -> None:
