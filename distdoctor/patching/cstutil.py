@@ -11,6 +11,8 @@ from libcst._metadata_dependent import LazyValue
 import libcst.matchers as m
 from libcst.metadata import ParentNodeProvider, QualifiedNameProvider
 
+from distdoctor.patching import fastwalk
+
 STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
@@ -72,7 +74,7 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(reversed(current.children))
+        stack.extend(reversed(fastwalk.children(current)))  # node.children would copy current
 
 
 def strings_in(node: cst.CSTNode) -> Iterator[str]:

@@ -365,7 +365,7 @@ def _add_imports(visitor: AddImportsVisitor, tree: cst.Module) -> cst.Module:
             continue
         n = i + 1
         break
-    head = visitor.transform_module_impl(tree.with_changes(body=body[:n]))
+    head = fastwalk.transform(tree.with_changes(body=body[:n]), visitor)  # transform_module_impl's visit
     return head.with_changes(body=[*head.body, *body[n:]])
 
 
