@@ -21,7 +21,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ClassScope, PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, ast_nodes, get_arg, literal_text, nodes_of, walk
+from distdoctor.patching.cstutil import ast_ident, ast_nodes, ast_walk, get_arg, literal_text, nodes_of, walk
 
 PATCH = PatchInfo(
     id="local_rank_device",
@@ -95,17 +95,29 @@ def _ast_sink_args(node: ast.AST) -> list[ast.AST]:
     return flat
 
 
+_RETURNS: list = [None, []]  # the tree last asked, its functions with the valued returns inside each
+
+
+def _ast_returns(tree: ast.Module) -> list[tuple[ast.AST, list[ast.Return]]]:
+    """Every function of tree with the `return <value>` statements anywhere inside it (nested functions'
+    included), computed once per tree for _ast_taint's rounds."""
+    if _RETURNS[0] is not tree:
+        _RETURNS[:] = [tree, [(f, [r for r in ast_walk(f) if isinstance(r, ast.Return) and r.value is not None])
+                              for f in ast_nodes(tree, ast.FunctionDef, ast.AsyncFunctionDef)]]
+    return _RETURNS[1]
+
+
 def _ast_taint(tree: ast.Module, tainted: set[str]) -> None:
     """One round of _ast_global's names: assignments (tuples element-wise), class fields and argparse
     defaults (as ".attr"), functions returning a global rank (as "()name", tuple elements included), and
     the parameters of functions called with one."""
     defs = ast_nodes(tree, ast.FunctionDef, ast.AsyncFunctionDef)
-    for func in defs:
-        for ret in ast.walk(func):
-            if isinstance(ret, ast.Return) and ret.value is not None:
-                values = ret.value.elts if isinstance(ret.value, ast.Tuple) else [ret.value]
-                if any(_ast_global(v, tainted) for v in values):
-                    tainted.add("()" + func.name)
+    for func, returns in _ast_returns(tree):
+        for ret in returns:
+            values = ret.value.elts if isinstance(ret.value, ast.Tuple) else [ret.value]
+            if any(_ast_global(v, tainted) for v in values):
+                tainted.add("()" + func.name)
+                break
     params = {f.name: [a.arg for a in f.args.posonlyargs + f.args.args] for f in defs}
     for node in ast_nodes(tree, ast.Call, ast.ClassDef, ast.Assign, ast.AnnAssign):
         if isinstance(node, ast.Call):

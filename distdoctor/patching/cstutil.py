@@ -11,6 +11,8 @@ from libcst._metadata_dependent import LazyValue
 import libcst.matchers as m
 from libcst.metadata import ParentNodeProvider, QualifiedNameProvider
 
+from distdoctor.patching import fastwalk
+
 STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
@@ -72,7 +74,7 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(reversed(current.children))
+        stack.extend(reversed(fastwalk.children(current)))  # node.children would copy current
 
 
 def strings_in(node: cst.CSTNode) -> Iterator[str]:
@@ -150,11 +152,25 @@ def _from_import_aliases(nodes) -> dict[str, str]:
     """Local name -> imported name for every `from x import name [as local]` among nodes."""
     aliases: dict[str, str] = {}
     for node in nodes:
-        if isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+        if type(node) is cst.ImportFrom and not isinstance(node.names, cst.ImportStar):
             for alias in node.names:
                 imported = cst.helpers.get_full_name_for_node(alias.name) or ""
                 aliases[alias.evaluated_alias or imported] = imported.rsplit(".", 1)[-1]
     return aliases
+
+
+_NAMED: list = [None, [], {}]  # the ParentNodeProvider table last indexed, its names/attributes, aliases
+
+
+def _named_index(visitor: cst.MetadataDependent) -> tuple[list[cst.CSTNode], dict[str, str]]:
+    """The Name and Attribute nodes of the ParentNodeProvider table (in its order) and the file's
+    `from ... import x as y` aliases, computed once per table (the patches of one file share it)."""
+    table = metadata_table(visitor, ParentNodeProvider)
+    if _NAMED[0] is not table:
+        named = (cst.Name, cst.Attribute)
+        nodes = [n for n in table if type(n) in named or type(n) is cst.ImportFrom]
+        _NAMED[:] = [table, [n for n in nodes if type(n) is not cst.ImportFrom], _from_import_aliases(nodes)]
+    return _NAMED[1], _NAMED[2]
 
 
 def named_nodes(visitor: cst.MetadataDependent, accept, wanted) -> list[tuple[cst.CSTNode, set[str]]]:
@@ -163,15 +179,14 @@ def named_nodes(visitor: cst.MetadataDependent, accept, wanted) -> list[tuple[cs
 
     Candidates come from the ParentNodeProvider table (every node, no extra traversal); name
     resolution (scopes, qualified names) is computed only when a candidate exists."""
-    nodes = list(metadata_table(visitor, ParentNodeProvider))
-    aliases = _from_import_aliases(nodes)
+    nodes, aliases = _named_index(visitor)
     candidates = []
     for node in nodes:
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             ident = node.value
             if wanted(ident) or (ident in aliases and wanted(aliases[ident])):
                 candidates.append((node, ident))
-        elif isinstance(node, cst.Attribute) and wanted(node.attr.value):
+        elif wanted(node.attr.value):
             candidates.append((node, node.attr.value))
     out = []
     for node, ident in candidates:
@@ -219,6 +234,23 @@ def ast_calls(tree: ast.Module, names: set[str]) -> list[ast.Call]:
     return [n for n in ast_nodes(tree, ast.Call) if ast_ident(n.func) in idents]
 
 
+def ast_walk(tree: ast.AST) -> list[ast.AST]:
+    """list(ast.walk(tree)): the same nodes in the same (breadth-first) order, ~3x faster."""
+    order = [tree]
+    append = order.append
+    AST = ast.AST
+    for node in order:  # grows while iterated
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, AST):
+                append(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, AST):
+                        append(item)
+    return order
+
+
 _AST_INDEX: list = [None, [], {}]  # the tree last asked, its nodes in ast.walk order, their indexes by class
 
 
@@ -228,7 +260,7 @@ def ast_nodes(tree: ast.AST, *types: type) -> list[ast.AST]:
     The engine screens one tree at a time with every patch's screen: the tree is walked once and indexed
     by node class, and each screen reads only the classes it asks for instead of walking it again."""
     if _AST_INDEX[0] is not tree:
-        order = list(ast.walk(tree))
+        order = ast_walk(tree)
         by_class: dict = {}
         for i, node in enumerate(order):
             by_class.setdefault(type(node), []).append(i)
@@ -247,7 +279,7 @@ def ast_guarded(tree: ast.AST, guard) -> set[int]:
     out: set[int] = set()
     for node in ast_nodes(tree, ast.If, ast.IfExp):  # ast.walk order: an enclosing test comes first
         if id(node) not in out and guard(node.test):
-            out.update(id(n) for n in ast.walk(node))
+            out.update(id(n) for n in ast_walk(node))
     return out
 
 

@@ -15,7 +15,7 @@ import stat
 import sys
 import tempfile
 import warnings
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -28,7 +28,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper
 
 from distdoctor import paths
-from distdoctor.patching import fastmeta
+from distdoctor.patching import fastmeta, fastwalk
 from distdoctor.patching.base import Change, PatchCommand, PatchOptions
 
 BOM = "\ufeff"
@@ -115,11 +115,12 @@ def patch_source(source: str, patches: list[ModuleType] | None = None, options: 
     if not active:
         return PatchResult(source, [])
     wrapper = _wrap(cst.parse_module(text))
-    try:
-        new_text, changes = _combined(active, wrapper, options, path)
-    except _Diverged:
-        FALLBACKS[0] += 1
-        new_text, changes = _sequential(active, wrapper, options, path)
+    with fastwalk.visitors():
+        try:
+            new_text, changes = _combined(active, wrapper, options, path)
+        except _Diverged:
+            FALLBACKS[0] += 1
+            new_text, changes = _sequential(active, wrapper, options, path)
     if not changes or new_text == text:
         return PatchResult(source, [])
     return PatchResult((BOM if bom else "") + new_text, sorted(changes, key=lambda c: (c.line, c.patch)))
@@ -248,8 +249,12 @@ class _Combined(cst.CSTTransformer):
         self._visits: dict[str, list] = {"Module": []}  # visit_Module runs before the traversal
         self._leaves: dict[str, list] = {}
         self._own = [_own_methods(type(command)) for command in self.commands]
-        if not any(_is_attribute_method(name) for own in self._own for name in own):
-            self.on_visit_attribute = self.on_leave_attribute = _ignore_attribute
+        self.attributes = any(_is_attribute_method(name) for own in self._own for name in own)
+        # no patch here has a visit_/leave_ method for whitespace, punctuation or operator tokens: the shared
+        # traversal need not walk them (on_visit/on_leave would call nothing there)
+        self.prune = fastwalk.NOTHING if self.attributes or any(
+            name.split("_")[1] in fastwalk.FORMATTING_NAMES for own in self._own for name in own
+            if name.startswith(("visit_", "leave_")) and "_" in name) else fastwalk.FORMATTING
 
     def _table(self, table: dict[str, list], prefix: str, name: str) -> list:
         """The patches that define prefix+name themselves (libcst's base classes have a no-op stub for
@@ -282,7 +287,7 @@ class _Combined(cst.CSTTransformer):
         if all(b is not None for b in self.blocked):
             self._below.append(None)
             return self.on_leave(module, module)  # nobody wants the traversal: only leave_Module runs
-        return module.visit(self)
+        return fastwalk.transform(module, self, self.attributes, self.prune)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         blocked = self.blocked
@@ -344,10 +349,6 @@ def _is_attribute_method(name: str) -> bool:
     return parts[0] in ("visit", "leave") and len(parts) >= 3 and parts[1][:1].isupper()
 
 
-def _ignore_attribute(node: cst.CSTNode, attribute: str) -> None:
-    return None
-
-
 _IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
 _PREAMBLE = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())]) | m.SimpleStatementLine(
     body=[m.Assign(targets=[m.AssignTarget(target=m.Name("__strict__"))])])
@@ -364,7 +365,7 @@ def _add_imports(visitor: AddImportsVisitor, tree: cst.Module) -> cst.Module:
             continue
         n = i + 1
         break
-    head = visitor.transform_module_impl(tree.with_changes(body=body[:n]))
+    head = fastwalk.transform(tree.with_changes(body=body[:n]), visitor)  # transform_module_impl's visit
     return head.with_changes(body=[*head.body, *body[n:]])
 
 
@@ -618,12 +619,16 @@ def patch_paths(roots: Sequence[str], patch_ids: Sequence[str] | None = None, wr
     work = [(t, ids, write) for t in tasks]
     done = 0
     if jobs > 1 and len(work) > 1:
+        results: list[FileOutcome | None] = [None] * len(work)
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for outcome in pool.map(_run_task, work, chunksize=max(1, min(32, len(work) // (jobs * 4) or 1))):
-                outcomes.append(outcome)
-                done += 1
-                if progress:
-                    progress(done, len(work))
+            futures = [pool.submit(_run_chunk, [(i, work[i]) for i in chunk]) for chunk in _chunks(tasks, jobs)]
+            for future in as_completed(futures):
+                for i, outcome in future.result():
+                    results[i] = outcome
+                    done += 1
+                    if progress:
+                        progress(done, len(work))
+        outcomes += results  # type: ignore[arg-type]
     else:
         for item in work:
             outcomes.append(_run_task(item))
@@ -631,6 +636,36 @@ def patch_paths(roots: Sequence[str], patch_ids: Sequence[str] | None = None, wr
             if progress:
                 progress(done, len(work))
     return outcomes
+
+
+def _run_chunk(items: list[tuple[int, tuple[Task, tuple[str, ...] | None, bool]]]) -> list[tuple[int, FileOutcome]]:
+    return [(i, _run_task(item)) for i, item in items]
+
+
+def _chunks(tasks: Sequence[Task], jobs: int) -> list[list[int]]:
+    """Task indexes in work units for the pool, largest files first (a large file started last would
+    leave the other workers idle at the end: one 500 KB file takes ~10 s); small files are grouped so
+    that the pool's per-unit overhead stays small."""
+    def size(task: Task) -> int:
+        try:
+            return os.stat(task.path).st_size
+        except OSError:
+            return 0
+
+    sizes = [size(t) for t in tasks]
+    limit = max(1, sum(sizes) // (jobs * 64))  # ~64 units per worker
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for i in sorted(range(len(tasks)), key=lambda i: -sizes[i]):
+        current.append(i)
+        total += sizes[i]
+        if total >= limit or len(current) >= 32:
+            chunks.append(current)
+            current, total = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 def _stderr_progress(done: int, total: int) -> None:

@@ -11,9 +11,7 @@ use from the ScopeProvider, which stays libcst's. Patches keep asking for the li
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from contextlib import contextmanager
 from types import MappingProxyType
-from typing import Iterator
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -21,6 +19,8 @@ from libcst.metadata import (
     CodePosition, CodeRange, ExpressionContextProvider, MetadataWrapper, ParentNodeProvider, PositionProvider,
     QualifiedNameProvider, ScopeProvider,
 )
+
+from distdoctor.patching import fastwalk
 
 
 class _TrackingState(CodegenState):
@@ -66,19 +66,33 @@ class _TrackingState(CodegenState):
             self.ranges[node] = (line, column, self.line, self.column)
         self.left.append(node)
 
-    @contextmanager
     def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
-                                  end_node: cst.CSTNode | None = None) -> Iterator[None]:
-        line, column = self.line, self.column
-        try:
-            yield
-        finally:
-            end_line, end_column = self.line, self.column
-            if start_node is not None:
-                line, column = self.ranges[start_node][:2]
-            if end_node is not None:
-                end_line, end_column = self.ranges[end_node][2:]
-            self.ranges[node] = (line, column, end_line, end_column)
+                                  end_node: cst.CSTNode | None = None) -> "_Syntactic":
+        return _Syntactic(self, node, start_node, end_node)
+
+
+class _Syntactic:
+    """record_syntactic_position's context: the node's range is where the code generated inside it starts
+    and ends (or start_node's start, end_node's end). A plain class: a generator-based context manager
+    costs more than the rest of the tracking on large files."""
+
+    __slots__ = ("state", "node", "start_node", "end_node", "line", "column")
+
+    def __init__(self, state: _TrackingState, node: cst.CSTNode, start_node: cst.CSTNode | None,
+                 end_node: cst.CSTNode | None) -> None:
+        self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
+
+    def __enter__(self) -> None:
+        self.line, self.column = self.state.line, self.state.column
+
+    def __exit__(self, *exc: object) -> None:
+        state = self.state
+        line, column, end_line, end_column = self.line, self.column, state.line, state.column
+        if self.start_node is not None:
+            line, column = state.ranges[self.start_node][:2]
+        if self.end_node is not None:
+            end_line, end_column = state.ranges[self.end_node][2:]
+        state.ranges[self.node] = (line, column, end_line, end_column)
 
 
 class LazyTable(Mapping):
@@ -160,7 +174,7 @@ class Wrapper(MetadataWrapper):
         for provider_type in _SELF_TRAVERSING:
             if provider_type in wanted and provider_type not in self._metadata:
                 provider = provider_type()
-                with provider.resolve(self):
+                with provider.resolve(self), fastwalk.visitors(tables=True):
                     provider.visit_Module(self.module)
                 self._metadata[provider_type] = MappingProxyType(dict(provider._computed))
         return super().resolve_many(providers)
