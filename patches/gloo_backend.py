@@ -108,6 +108,11 @@ def screen(tree: ast.Module) -> bool:
     return False
 
 
+def _none_branch(value: cst.BaseExpression) -> bool:
+    """A conditional expression with None on one side: device_id already chosen per device."""
+    return isinstance(value, cst.IfExp) and (is_none(value.body) or is_none(value.orelse))
+
+
 @dataclass
 class _Wrap:
     stmts: set[int]  # ids of the original statements kept to the CUDA branch
@@ -304,14 +309,18 @@ class Transformer(PatchCommand):
     def _plan_cuda_device_id(self, call: cst.Call) -> None:
         """gloo with `device_id=<a CUDA device>` raises on a machine without one: keep it for CUDA runs."""
         arg = get_arg(call, "device_id")
-        if arg is None or not mentions_cuda(arg.value) or (
-                isinstance(arg.value, cst.IfExp) and (is_none(arg.value.body) or is_none(arg.value.orelse))):
+        if arg is None or not mentions_cuda(arg.value) or _none_branch(arg.value):
             return
+        self._device_id_none_on_cpu(call, arg, "device_id (a CUDA device) -> None unless {cond}")
+
+    def _device_id_none_on_cpu(self, call: cst.Call, arg: cst.Arg, note: str) -> str:
+        """`device_id=X` becomes `X if torch.cuda.is_available() else None`; returns that condition."""
         self.needs_torch = True
         cond = "torch.cuda.is_available()"
         self.arg_edits[id(arg)] = arg.with_changes(value=cst.IfExp(
             test=cst.parse_expression(cond), body=parenthesize(arg.value), orelse=cst.Name("None")))
-        self.record(call, f"device_id (a CUDA device) -> None unless {cond}")
+        self.record(call, note.format(cond=cond))
+        return cond
 
     def _plan_default_device_id(self, call: cst.Call) -> None:
         """No backend (the device's default: gloo on a CPU) with `device_id=`: gloo refuses any device_id
@@ -319,14 +328,10 @@ class Transformer(PatchCommand):
         the torch.cuda.set_device() beside it raises too: both kept to CUDA runs."""
         arg = get_arg(call, "device_id")
         stmt = enclosing_statement(self, call)
-        if arg is None or stmt is None or is_none(arg.value) or (
-                isinstance(arg.value, cst.IfExp) and (is_none(arg.value.body) or is_none(arg.value.orelse))):
+        if arg is None or stmt is None or is_none(arg.value) or _none_branch(arg.value):
             return
-        self.needs_torch = True
-        cond = "torch.cuda.is_available()"
-        self.arg_edits[id(arg)] = arg.with_changes(value=cst.IfExp(
-            test=cst.parse_expression(cond), body=parenthesize(arg.value), orelse=cst.Name("None")))
-        self.record(call, f"device_id -> None unless {cond} (the default backend is gloo on a CPU)")
+        cond = self._device_id_none_on_cpu(call, arg, "device_id -> None unless {cond} (the default backend is "
+                                                      "gloo on a CPU)")
         self._plan_wraps(stmt, cond)
         for top in self._variant_chains(stmt):
             self._plan_wraps(top, cond)
