@@ -729,10 +729,10 @@ CASES: list[Case] = [
          notes="a DataLoader worker of rank 1 exits (os._exit(1)); rank 1's loader raises and rank 0 reads "
                "'Connection closed by peer'. No distributed cause: rerun rank 1's loop with num_workers=0."),
     Case("gen_dataloader_worker_killed", "oom_one_rank", "fail_dataloader_worker_dies.py", 1,
-         expect=["is killed by signal: Killed."], script_args=["--how", "kill"],
+         expect=["is killed by signal: Killed."], script_args=["--how", "kill"], attempts=3,
          notes="a DataLoader worker of rank 1 gets SIGKILL, as from the kernel's OOM killer."),
     Case("gen_dataloader_worker_segv", "peer_died_first", "fail_dataloader_worker_dies.py", 1,
-         expect=["Unexpected segmentation fault encountered in worker."], script_args=["--how", "segv"],
+         expect=["Unexpected segmentation fault encountered in worker."], script_args=["--how", "segv"], attempts=3,
          notes="a DataLoader worker of rank 1 segfaults; torch's handler ends its message with a NUL byte before "
                "the next line (kept in the log: a real log is read, not refused as binary)."),
 ]
