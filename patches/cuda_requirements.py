@@ -139,6 +139,13 @@ class _Screen:
         return self._count_names
 
 
+def _at_least_one(count: cst.BaseExpression) -> cst.Call:
+    """`max(count, 1)`: a GPU count as a divisor that is never 0 on a CPU."""
+    return cst.Call(func=cst.Name("max"), args=[
+        cst.Arg(value=count, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+        cst.Arg(value=cst.Integer("1"))])
+
+
 def _ast_threshold(node: ast.AST) -> bool:
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
         return True
@@ -375,9 +382,7 @@ class Transformer(PatchCommand):
     def _plan_modulo(self, node: cst.BinaryOperation) -> None:
         if isinstance(node.operator, cst.Modulo) and self._is_gpu_call(node.right, COUNT) and \
                 qualified_names(self, node.right.func) & COUNT:
-            self.exprs[id(node.right)] = cst.Call(func=cst.Name("max"), args=[
-                cst.Arg(value=node.right, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                cst.Arg(value=cst.Integer("1"))])
+            self.exprs[id(node.right)] = _at_least_one(node.right)
             self.record(node, "x % device_count() -> x % max(device_count(), 1) (no ZeroDivisionError on CPU)")
 
     def _plan_count_name(self, assign: cst.Assign, value: cst.CSTNode, call: cst.CSTNode) -> None:
@@ -406,9 +411,7 @@ class Transformer(PatchCommand):
                 parent = self.get_metadata(ParentNodeProvider, ref.node, None)
                 if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.Modulo, cst.FloorDivide)) \
                         and parent.right is ref.node and id(ref.node) not in self.exprs:
-                    self.exprs[id(ref.node)] = cst.Call(func=cst.Name("max"), args=[
-                        cst.Arg(value=ref.node, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                        cst.Arg(value=cst.Integer("1"))])
+                    self.exprs[id(ref.node)] = _at_least_one(ref.node)
                     op = "%" if isinstance(parent.operator, cst.Modulo) else "//"
                     self.record(parent, f"x {op} {target.value} (= device_count()) -> x {op} max({target.value}, 1) "
                                         "(no ZeroDivisionError on CPU)")

@@ -411,8 +411,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             ff["because"] = because  # why the rank named is not the one that reported the timeout
     # store waits with no rank's own error beside them (else they are its echoes) say whom the waiting ranks missed
     waits = [] if own_error else tally.store_waits
-    if ff is not None and waits and "missing_ranks" not in ff and store_wait.missing_ranks(waits):
-        ff["missing_ranks"] = store_wait.missing_ranks(waits)
+    if ff is not None and "missing_ranks" not in ff and (missed := store_wait.missing_ranks(waits)):
+        ff["missing_ranks"] = missed
     echo_list = [{"file": e.key_line().file, "line": e.key_line().line, "rank": e.rank,
                   "text": e.key_line().text[:300]} for e in echoes[:20]]
     thin = not causes or causes[0]["score"] < THIN_SCORE or first is None or verdict != "confident"

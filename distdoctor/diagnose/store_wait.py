@@ -27,6 +27,7 @@ from dataclasses import dataclass
 WAIT = re.compile(r"wait timeout after (?P<ms>\d+)ms, keys: (?P<keys>.+?)\s*$")
 TRACED = re.compile(r"Timed out waiting on barrier on rank \d+, for key prefix: (?P<prefix>\S*) \(world_size=(?P<n>\d+), "
                     r"missing_ranks=\[(?P<missing>.*?)\], timeout=(?P<s>[\d.]+)\)")
+NUMBERS = re.compile(r"\s*\d+(?:\s*,\s*\d+)*\s*")  # "2" or "1, 3": torch's missing_ranks as numbers
 _GLOO = re.compile(r"^/?(?P<prefix>.*?)//(?P<device>[a-z]+)//\d+/(?P<rank>\d+)$")
 EXIT_BARRIER = "torchelastic/agent/terminal_state"
 STORE_BARRIER = "store_based_barrier_key"
@@ -129,7 +130,7 @@ def read(text: str, where: dict) -> StoreWait | None:
     t = TRACED.search(text) if "Timed out waiting on barrier" in text else None
     if t is not None:  # torch's own account of a store barrier, with the ranks that never checked in
         # rank 0 lists the ranks ("[2]"); the others point to rank 0 ("[[<check rank 0 (0) for missing rank info>]]")
-        numbers = re.fullmatch(r"\s*\d+(?:\s*,\s*\d+)*\s*", t["missing"])
+        numbers = NUMBERS.fullmatch(t["missing"])
         ranks = tuple(sorted({int(r) for r in t["missing"].split(",")})) if numbers else ()
         return StoreWait(int(float(t["s"]) * 1000), (t["prefix"] + "last_member",), "member_barrier", None, ranks,
                          {**where, "text": text[:500]}, int(t["n"]))

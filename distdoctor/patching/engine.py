@@ -253,8 +253,7 @@ class _Combined(cst.CSTTransformer):
         # no patch here has a visit_/leave_ method for whitespace, punctuation or operator tokens: the shared
         # traversal need not walk them (on_visit/on_leave would call nothing there)
         self.prune = fastwalk.NOTHING if self.attributes or any(
-            name.split("_")[1] in fastwalk.FORMATTING_NAMES for own in self._own for name in own
-            if name.startswith(("visit_", "leave_")) and "_" in name) else fastwalk.FORMATTING
+            fastwalk.handles_formatting(own) for own in self._own) else fastwalk.FORMATTING
 
     def _table(self, table: dict[str, list], prefix: str, name: str) -> list:
         """The patches that define prefix+name themselves (libcst's base classes have a no-op stub for

@@ -53,6 +53,12 @@ FORMATTING_NAMES = frozenset(t.__name__ for t in FORMATTING)
 NOTHING: frozenset[type] = frozenset()
 
 
+def handles_formatting(names) -> bool:
+    """Whether some visit_X / leave_X (or visit_X_field) method among `names` is for a FORMATTING node class:
+    a traversal that skips those nodes would then miss a callback."""
+    return any(name.split("_")[1] in FORMATTING_NAMES for name in names if name.startswith(("visit_", "leave_")))
+
+
 class _Recorder(cst.CSTTransformer):
     """Notes the fields a node's _visit_and_replace_children visits, without descending into them."""
 
@@ -194,8 +200,7 @@ def _prunable(visitor: object, plan) -> frozenset[type]:
         own = {name for klass in kind.__mro__ if not klass.__module__.startswith(_STUBS) for name in vars(klass)}
         found = _PRUNE[kind] = FORMATTING if (
             plan is not True and kind.on_visit is CSTVisitor.on_visit and kind.on_leave is CSTVisitor.on_leave
-            and not any(name.split("_")[1] in FORMATTING_NAMES for name in own
-                        if name.startswith(("visit_", "leave_")) and name.count("_") >= 1)) else NOTHING
+            and not handles_formatting(own)) else NOTHING
     return found
 
 
