@@ -259,6 +259,31 @@ def test_a_process_group_key_names_the_missing_rank(name, cause, missing):
     assert all(c["id"] != "rendezvous_unreachable" for c in r["causes"])  # the store was reached
 
 
+def test_rank_0s_list_of_missing_ranks_counts_wherever_it_comes():
+    """Under load rank 1's "check rank 0" line (no ranks) reaches the log before rank 0's "missing_ranks=[2]" (seen
+    in a fresh-clone CI run): the barrier's reading may not depend on which rank's lines come first."""
+    lines = (LOGS / "gen_store_barrier_oversized.log").read_text().splitlines(keepends=True)
+    rank1_first = [l for l in lines if l.startswith("[default1]")] + [l for l in lines if not l.startswith("[default1]")]
+    assert rank1_first != lines
+    r = diagnose_text("".join(rank1_first))
+    assert r["verdict"] == "confident" and (r["causes"][0]["id"], r["causes"][0]["level"]) == \
+        ("store_barrier_world_size", "structural")
+
+
+def test_a_wait_that_names_ranks_is_kept_after_many_that_do_not():
+    from distdoctor.diagnose import store_wait
+
+    line = ("torch.distributed.DistStoreError: Timed out waiting on barrier on rank {r}, for key prefix: ckpt_saved/ "
+            "(world_size=65, missing_ranks={m}, timeout=5.0)")
+    waits: list = []
+    for r in range(1, 64):
+        store_wait.keep(waits, store_wait.read(line.format(r=r, m=f"[[<check rank 0 ({r}) for missing rank info>]]"),
+                                               {"file": "x", "line": r, "rank": r}))
+    store_wait.keep(waits, store_wait.read(line.format(r=0, m="[64]"), {"file": "x", "line": 64, "rank": 0}))
+    assert len(waits) == store_wait.MAX_WAITS + 1 and store_wait.missing_ranks(waits) == [64]
+    assert store_wait.evidence(waits, job_size=64)[0][:2] == ("store_barrier_world_size", 4.0)
+
+
 def test_the_programs_own_key_gives_candidates_and_says_what_to_read():
     r = diagnose_paths([str(LOGS / "gen_store_wait_own_key.log")])
     assert r["verdict"] == "candidates" and r["fix"] is None

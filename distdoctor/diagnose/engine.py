@@ -126,10 +126,9 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                                                                   "text": text[:500], "rank": own[0]}
                 where = {"file": src.name, "line": line_no, "rank": rank}
                 tally.versions.read(text, where)
-                if len(tally.store_waits) < store_wait.MAX_WAITS:
-                    wait = store_wait.read(text, where) if "wait" in text else None
-                    if wait is not None:
-                        tally.store_waits.append(wait)
+                wait = store_wait.read(text, where) if "wait" in text else None
+                if wait is not None:
+                    store_wait.keep(tally.store_waits, wait)
                 tally.gpus.read(text, where)
                 for patch in preconditions.met_in(text):
                     tally.patch_shown.setdefault(patch, {"file": src.name, "line": line_no, "text": text[:500]})

@@ -142,6 +142,13 @@ def read(text: str, where: dict) -> StoreWait | None:
     return StoreWait(int(m["ms"]), keys, kind, group, ranks, {**where, "text": text[:500]})
 
 
+def keep(waits: list[StoreWait], wait: StoreWait) -> None:
+    """Add `wait` to `waits` while under MAX_WAITS; a wait that names ranks has MAX_WAITS places of its own (rank
+    0's list of missing ranks may come after many ranks' "check rank 0" lines)."""
+    if sum(bool(w.ranks) == bool(wait.ranks) for w in waits) < MAX_WAITS:
+        waits.append(wait)
+
+
 def evidence(waits: list[StoreWait], first: dict | None = None, job_size: int | None = None
              ) -> list[tuple[str, float, dict]]:
     """(cause, weight, evidence line) for every reading of the waits, each (cause, kind of wait) once. `first`:
@@ -150,7 +157,7 @@ def evidence(waits: list[StoreWait], first: dict | None = None, job_size: int | 
     only for ranks beyond it counts more members than the job has."""
     out = []
     seen: set[tuple[str, str]] = set()
-    for w in waits:
+    for w in sorted(waits, key=lambda w: not w.ranks):  # a wait that names ranks first, whatever the log's order
         echo = first is not None and (first["file"], first["rank"]) != (w.where["file"], w.where["rank"])
         if w.kind == "member_barrier" and w.ranks and job_size and min(w.ranks) >= job_size:
             if ("store_barrier_world_size", w.kind) not in seen:
