@@ -380,10 +380,12 @@ class Transformer(PatchCommand):
             self.record(stmt, "exit when no GPU -> warning, the run goes on on the CPU")
 
     def _plan_modulo(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, cst.Modulo) and self._is_gpu_call(node.right, COUNT) and \
+        """`x % device_count()` or `x // device_count()` (a rank's GPU, a per-GPU batch): at least 1 on a CPU."""
+        if isinstance(node.operator, (cst.Modulo, cst.FloorDivide)) and self._is_gpu_call(node.right, COUNT) and \
                 qualified_names(self, node.right.func) & COUNT:
             self.exprs[id(node.right)] = _at_least_one(node.right)
-            self.record(node, "x % device_count() -> x % max(device_count(), 1) (no ZeroDivisionError on CPU)")
+            op = "%" if isinstance(node.operator, cst.Modulo) else "//"
+            self.record(node, f"x {op} device_count() -> x {op} max(device_count(), 1) (no ZeroDivisionError on CPU)")
 
     def _plan_count_name(self, assign: cst.Assign, value: cst.CSTNode, call: cst.CSTNode) -> None:
         """`n = torch.cuda.device_count()` (or `rank, n = ..., torch.cuda.device_count()`), then `x % n` or
