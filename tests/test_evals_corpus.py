@@ -78,7 +78,7 @@ def test_scoring_reports_both_splits_and_source_kinds(tmp_path):
     (tr,), (ho,) = _ids("train", 1), _ids("heldout", 1)
     _write(tmp_path, tr, "public_port_in_use_distkd")
     _write(tmp_path, ho, "public_nccl_without_cuda_ofa")
-    results = corpus_eval.score_corpus(tmp_path, include_public=False)
+    results = corpus_eval.score_corpus(tmp_path, include_public=False, cited=set())
     assert {r.split for r in results} == {"train", "heldout"}
     assert all(r.top1_ok and r.verdict == "confident" for r in results)
     md = corpus_eval.render_markdown(results)
@@ -96,7 +96,7 @@ def test_text_field_is_validated_and_prose_is_scored_apart(tmp_path):
     _write(tmp_path, ho, "public_nccl_without_cuda_ofa", text="prose")
     (tmp_path / f"{ho}.log").write_text("Distributed training fails on a machine without GPUs\n")  # a title
     assert {c.id: c.text for c in load_corpus(tmp_path)} == {tr: "printed", ho: "prose"}
-    results = corpus_eval.score_corpus(tmp_path, include_public=False)
+    results = corpus_eval.score_corpus(tmp_path, include_public=False, cited=set())
     out = corpus_eval.to_json(results)
     assert out["splits"]["heldout"]["n"] == 0 and out["splits"]["heldout"]["prose"]["n"] == 1
     assert out["splits"]["train"]["n"] == 1 and out["splits"]["train"]["prose"]["n"] == 0
@@ -106,7 +106,7 @@ def test_text_field_is_validated_and_prose_is_scored_apart(tmp_path):
     assert "| held out (never used for signatures or retrieval) | prose | 1 |" in md
     assert "| heldout | github-issue |" not in md  # per-kind figures are printed logs only
     text = corpus_eval.render_text(results)
-    assert "heldout  prose      1" in text and "heldout  printed    0" in text
+    assert "heldout       prose      1" in text and "heldout       printed    0" in text
 
 
 def test_public_dev_logs_stay_right():
@@ -125,3 +125,17 @@ def test_run_evals_json_and_results_carry_the_corpus(tmp_path, capsys):
     assert "## Real-log corpus" in results.read_text()
     from distdoctor.diagnose import retrieval
     assert retrieval._CORPUS_ROOT[0] is None  # --corpus does not outlive the run (retrieval indexes evals/corpus/)
+
+
+def test_a_held_out_case_whose_thread_the_knowledge_base_cites_is_not_counted_as_unseen(tmp_path):
+    """public_nccl_without_cuda_ofa's thread is tests/data/logs' own (signatures were written from it): as a
+    held-out corpus case it is scored apart, in `heldout_cited`, never in the held-out figures."""
+    (ho,) = _ids("heldout", 1)
+    _write(tmp_path, ho, "public_nccl_without_cuda_ofa")
+    source = yaml.safe_load((tmp_path / f"{ho}.meta.yaml").read_text())["source"]
+    assert corpus_eval.normal_url(source + "#issuecomment-1") in corpus_eval.cited_sources()
+    results = corpus_eval.score_corpus(tmp_path, include_public=False)
+    assert [r.split for r in results] == ["heldout_cited"]
+    out = corpus_eval.to_json(results)
+    assert "heldout" not in out["splits"] and out["splits"]["heldout_cited"]["n"] == 1
+    assert "| held out, but its thread is cited" in corpus_eval.render_markdown(results)
