@@ -58,3 +58,22 @@ def test_a_file_the_logger_creates_twice_is_the_logger_not_a_download_race():
 def test_other_shared_files_stay_a_download_race():
     assert _top(MKDIR_RACE)["id"] == "download_race"
     assert _top(SIGNAL_FILE)["id"] == "download_race"
+
+
+# https://github.com/fastai/fastai2/issues/13 (a TensorBoard writer in every DDP process)
+TENSORBOARD_DIR = (
+    '  File "/opt/conda/lib/python3.6/site-packages/torch/utils/tensorboard/writer.py", line 221, in __init__\n'
+    "    mkdir(name, mode)\n"
+    "FileExistsError: [Errno 17] File exists: 'runs/Dec01_17-51-15_job-28573-chief-0'\n")
+# https://github.com/deepspeedai/DeepSpeedExamples/issues/372 (the final model save's folder made by two ranks)
+SAVE_DIR = (
+    '  File ".../applications/DeepSpeed-Chat/training/utils/utils.py", line 51, in save_hf_format\n'
+    "    os.makedirs(output_dir)\n"
+    '  File "/usr/lib/python3.8/os.py", line 223, in makedirs\n'
+    "    mkdir(name, mode)\n"
+    "FileExistsError: [Errno 17] File exists: '.../output/actor/'\n")
+
+
+def test_a_tensorboard_writer_per_rank_is_the_logger_and_a_save_functions_folder_the_checkpoint():
+    assert _top(TENSORBOARD_DIR)["id"] == "logger_init_all_ranks"
+    assert _top(SAVE_DIR)["id"] == "checkpoint_all_ranks"
