@@ -155,3 +155,12 @@ def test_nccl_local_rank_offsets_from_its_communicator_lines():
     one.read("hw14:798:811 [1] NCCL INFO comm 0x55a7be569d00 rank 1 nRanks 8 nNodes 1 localRanks 8 localRank 1 MNNVL 0")
     assert one.global_of_local("hw14:798:810 [0] NCCL INFO comm 0x55a7be5601c0 rank 0 nRanks 8 nNodes 1 localRanks 8 "
                                "localRank 0 MNNVL 0", 5) == 5
+
+
+def test_a_quote_that_starts_at_a_raise_source_line_takes_the_ranked_error_line():
+    """A thread quotes a traceback from its `raise` source line (no frame, no rank) and then rank 5's error line
+    (deepspeedai/DeepSpeed#6441, evals/corpus): the source line is no failure of its own, rank 5's line is."""
+    log = (Path(__file__).resolve().parent.parent / "evals" / "corpus" / "deepspeedai-deepspeed-6441.log").read_text()
+    assert log.splitlines()[0].lstrip().startswith("raise ") and "[rank5]:" in log.splitlines()[1]
+    ff = diagnose_text(log)["first_failure"]
+    assert ff["rank"] == 5 and ff["line"] == 2

@@ -391,6 +391,8 @@ class EventBuilder:
                 self._last_tb[ln.src] = ev
                 self._add(ev)
             return  # otherwise a stray traceback frame (its header was not seen): no event of its own
+        if ln.rank is None and body.lstrip().startswith("raise ") and not EXC_LINE.match(body.strip()):
+            return  # a traceback's source line (`raise X(...`) quoted without its frame: the error line follows
         ev = Event("line", ln, [ln])
         self._add(ev)
         if body.rstrip().endswith(":") and ERRORISH.search(body):
