@@ -225,7 +225,9 @@ MIN_LARGE_PASSED = 5  # measured 5 of 6 on 2026-11-24 (large-rank0-allreduce-32:
 
 @pytest.mark.torchrun
 def test_e2e_runs_the_agentic_cases_with_the_builtin_tools() -> None:
-    rc, out, err = run_cli("--e2e", "--no-loop", "--kind", "large_log", "--kind", "hang", "--kind", "fix", "-j", "2")
+    # --no-corpus: the real-log corpus is scored by tests/test_evals_cases.py's default run, not again here
+    rc, out, err = run_cli("--e2e", "--no-loop", "--kind", "large_log", "--kind", "hang", "--kind", "fix", "-j", "2",
+                           "--no-corpus")
     res = {a["id"]: a for a in out["agentic"]}
     assert set(res) == {c.id for c in agentic.load_cases()}, err
     for a in res.values():

@@ -1,6 +1,8 @@
 """Live hangs: each hang program under evals/programs/ really hangs under torchrun (gloo, CPU); once it is
 stuck, `hang.py --pid <agent pid> --json` must name the odd ranks, the cause and the line; then the job's whole
-process tree is killed and nothing may be left. The jobs start together to keep the wall time low."""
+process tree is killed and nothing may be left. The jobs start together to keep the wall time low. The same stuck
+job then goes through the live-hang case of `run_evals.py --e2e` (distdoctor.evals.hang_cases._one: wait, hang.py,
+score, kill), which must pass too: the e2e test leaves these jobs to this module rather than start them again."""
 from __future__ import annotations
 
 import json
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from distdoctor.evals import hang_cases
 from distdoctor.hang import jobs
 from distdoctor.hang.programs import CASES
 
@@ -40,9 +43,11 @@ def test_live_hang_is_named(running, case):
                         fr_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE"))
         res = subprocess.run([sys.executable, str(ROOT / "scripts" / "hang.py"), "--pid", str(job.pid), "--json"],
                              capture_output=True, text=True, timeout=60)
+        e2e_case = hang_cases._one(case, job, env, say=lambda msg: None)  # kills the job's tree, checks none is left
     finally:
         left = job.kill()
     assert not left, f"processes left behind: {left}"
+    assert e2e_case.passed and [s.name for s in e2e_case.steps] == ["run", "diagnose"], e2e_case.to_json()
     assert res.returncode == 0, res.stdout + res.stderr
     out = json.loads(res.stdout)
     assert out["odd_ranks"] == list(case.odd_ranks), out["verdict"]
