@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 STORE_PREFIX = "distdoctor_probe"
 SIZES = (1 << 10, 1 << 16, 1 << 20)  # float32 elements: 4 KiB, 256 KiB, 4 MiB
@@ -369,7 +369,7 @@ def run_probe(backend_req: str = "auto", timeout: float = 30.0, expect_world_siz
             return _emit(doc, as_json, out)
 
     device = me["device"] if backend == "nccl" else "cpu"
-    _start_failure_watch(le, rank, world, timeout, doc, expect_world_size, backend, as_json, out)
+    stop_watch = _start_failure_watch(le, rank, world, timeout, doc, expect_world_size, backend, as_json, out)
     try:
         dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
                                 timeout=timedelta(seconds=timeout))
@@ -391,6 +391,7 @@ def run_probe(backend_req: str = "auto", timeout: float = 30.0, expect_world_siz
             return 1
         return _failure_verdict(doc, first, expect_world_size, backend, as_json, out)
     finally:
+        stop_watch()
         if dist.is_initialized():
             dist.destroy_process_group()
     if rank != 0:
@@ -414,10 +415,12 @@ def _failure_verdict(doc: dict[str, Any], first: str, expect_world_size: int | N
 
 
 def _start_failure_watch(le: LaunchEnv, rank: int, world: int, timeout: float, doc: dict[str, Any],
-                         expect_world_size: int | None, backend: str, as_json: bool, out) -> None:
+                         expect_world_size: int | None, backend: str, as_json: bool, out) -> Callable[[], None]:
     """A rank can sit in a backend connect that never ends while a peer already failed (gloo advertising
     127.0.0.1 to another node). A thread on its own store connection watches for the peers' `fail/<rank>`
-    keys and for an overall deadline; rank 0 then prints the verdict, every rank ends its process."""
+    keys and for an overall deadline; rank 0 then prints the verdict, every rank ends its process.
+    Returns the function that stops the thread and waits for it: a thread still inside a store call when
+    rank 0's store server goes away at exit ends the process with std::terminate (SIGABRT)."""
     import threading
 
     import torch.distributed as dist
@@ -431,7 +434,7 @@ def _start_failure_watch(le: LaunchEnv, rank: int, world: int, timeout: float, d
             return
         deadline = time.monotonic() + 3 * timeout + 10
         while time.monotonic() < deadline:
-            if store.check(["done"]):
+            if stopped.is_set() or store.check(["done"]):
                 return
             for r in range(world):
                 if r != rank and store.check([f"fail/{r}"]):
@@ -441,12 +444,22 @@ def _start_failure_watch(le: LaunchEnv, rank: int, world: int, timeout: float, d
                     if rank != 0:
                         os._exit(1)
                     os._exit(_failure_verdict(doc, first, expect_world_size, backend, as_json, out))
-            time.sleep(0.2)
+            stopped.wait(0.2)
+        if stopped.is_set():
+            return
         first = f"collectives did not finish within {3 * timeout + 10:g}s"
         print(f"[probe R{rank}/{world}] {first}", file=sys.stderr, flush=True)
         os._exit(1 if rank != 0 else _failure_verdict(doc, first, expect_world_size, backend, as_json, out))
 
-    threading.Thread(target=watch, name="probe-failure-watch", daemon=True).start()
+    stopped = threading.Event()
+    thread = threading.Thread(target=watch, name="probe-failure-watch", daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        stopped.set()
+        thread.join(timeout=10)
+
+    return stop
 
 
 def _emit(doc: dict[str, Any], as_json: bool, out) -> int:
