@@ -25,7 +25,7 @@ def running(tmp_path_factory):
         for case in CASES:
             tmp = tmp_path_factory.mktemp(case.name)
             env = {"TORCH_FR_DUMP_TEMP_FILE": str(tmp / "trace_")} if case.flight_recorder else {}
-            started[case.name] = (jobs.start(case.program, case.nproc, env, log_dir=tmp), env)
+            started[case.name] = (jobs.start(case.program, case.nproc, env, log_dir=tmp, stdin_open=case.stdin_open), env)
         yield started
     finally:
         for job, _ in started.values():
