@@ -114,8 +114,10 @@ def _exit_guards(odd: RankSnapshot, others: list[RankSnapshot]) -> list[tuple[Fr
 
 def _split_branches(odd: RankSnapshot, others: list[RankSnapshot]) -> list[tuple[Frame, Block]]:
     """An `if` on the rank that the odd rank and another rank are both inside, in different branches (rank 0
-    all_reduce then broadcast, the others the reverse): branch "split"."""
-    theirs = {b.key: b.branch for o in others for _, blocks in _chains(o) for b in blocks if b.kind == "if"}
+    all_reduce then broadcast, the others the reverse): branch "split". Only when their operations differ: the
+    same operation in both branches pairs up and is no cause."""
+    theirs = {b.key: b.branch for o in others if o.op != odd.op for _, blocks in _chains(o) for b in blocks
+              if b.kind == "if"}
     return [(f, Block(b.kind, b.file, b.line, b.header, True, "split")) for f, blocks in _chains(odd)
             for b in blocks if b.kind == "if" and b.on_rank and theirs.get(b.key, b.branch) != b.branch]
 

@@ -70,7 +70,8 @@ def enclosing(file: str | None, line: int | None) -> tuple[Block, ...]:
     if not spans:
         return ()
     out = []
-    for s in sorted((s for s in spans if s["start"] <= line <= s["end"] and s["kind"] != "debug"), key=lambda s: (s["start"], -s["end"])):
+    around = (s for s in spans if s["start"] <= line <= s["end"] and s["kind"] != "debug")
+    for s in sorted(around, key=lambda s: (s["start"], -s["end"])):
         branch = ("body" if s["body"][0] <= line <= s["body"][1] else "else") if s["kind"] == "if" else ""
         out.append(Block(s["kind"], file, s["line"], s["header"], s["on_rank"], branch))
     return tuple(out)
