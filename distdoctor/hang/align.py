@@ -162,7 +162,8 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
             + ("data loading" if r.state == "data loading" else "I/O or compute")])]
         v.location = _location(r.file, r.line, "the straggler's own frame")
     v.odd_ranks = sorted(x.rank for x in late if x.rank is not None)
-    v.summary = f"{', '.join(_label(x) for x in late)} never reached the collective the others wait in"
+    v.summary = f"{', '.join(_label(x) for x in late)} never reached the collective the others wait in" + \
+        (": stopped in a debugger" if v.causes[0].id == "debugger_on_one_rank" else "")
 
 
 def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
