@@ -21,14 +21,20 @@ pytestmark = pytest.mark.torchrun
 
 
 @pytest.fixture(scope="module")
-def running(tmp_path_factory):
-    """All hang jobs, started at once; killed (whole trees) at the end whatever happened."""
+def running(request, tmp_path_factory):
+    """The selected hang jobs (all, or those -k keeps), started at once; killed (whole trees) at the end
+    whatever happened."""
+    selected = {item.callspec.params["case"].name for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec") and "case" in item.callspec.params}
     started = {}
     try:
         for case in CASES:
+            if selected and case.name not in selected:
+                continue
             tmp = tmp_path_factory.mktemp(case.name)
             env = {"TORCH_FR_DUMP_TEMP_FILE": str(tmp / "trace_")} if case.flight_recorder else {}
-            started[case.name] = (jobs.start(case.program, case.nproc, env, log_dir=tmp), env)
+            job = jobs.start(case.program, case.nproc, env, log_dir=tmp, stdin_open=case.stdin_open)
+            started[case.name] = (job, env)
         yield started
     finally:
         for job, _ in started.values():

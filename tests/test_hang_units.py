@@ -18,7 +18,7 @@ from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang.frames import fill
 from distdoctor.hang.model import HostSnapshot
 from distdoctor.hang.programs import BY_NAME, CASES
-from distdoctor.hang.source import enclosing
+from distdoctor.hang.source import debug_call, enclosing, exit_guards
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "hang"
@@ -143,6 +143,26 @@ def test_source_reading_finds_rank_guards_and_loops():
     assert [(b.kind, b.header, b.on_rank) for b in blocks][-2:] == [
         ("for", "for step in range(2):", False), ("if", "if is_main_process():", True)]
     assert enclosing(str(ROOT / "no" / "such.py"), 3) == ()
+
+
+def test_source_reading_finds_early_exits_on_the_rank_and_debugger_stops(tmp_path):
+    src = tmp_path / "train.py"
+    src.write_text("def report(x, rank, step):\n"        # 1
+                   "    if step == 0:\n"                   # 2  exits, but not on the rank
+                   "        return\n"
+                   "    if rank != 0:\n"                   # 4  the guard
+                   "        return\n"
+                   "    if rank == 0:\n"                   # 6  encloses the line: no early exit
+                   "        import pdb; pdb.set_trace()\n"  # 7
+                   "        dist.all_reduce(x)\n"          # 8
+                   "\n"
+                   "def main(rank):\n"                     # 10
+                   "    dist.barrier()\n")                 # 11
+    assert [(b.line, b.header) for b in exit_guards(str(src), 8)] == [(4, "if rank != 0:")]
+    assert exit_guards(str(src), 11) == ()  # another function's guards do not count
+    assert (debug_call(str(src), 8).line, debug_call(str(src), 8).header) == (7, "pdb.set_trace()")
+    assert debug_call(str(src), 11) is None
+    assert all(b.kind != "debug" for b in enclosing(str(src), 7))
 
 
 @pytest.mark.parametrize("args, words", [

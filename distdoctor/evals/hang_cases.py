@@ -76,7 +76,8 @@ def run_all(progress: bool = True) -> list[LoopResult]:
         for case in CASES:
             tmp = Path(tempfile.mkdtemp(prefix=f"distdoctor-{case.name}-"))
             env = {"TORCH_FR_DUMP_TEMP_FILE": str(tmp / "trace_")} if case.flight_recorder else {}
-            started.append((case, jobs.start(case.program, case.nproc, env, log_dir=tmp), env))
+            job = jobs.start(case.program, case.nproc, env, log_dir=tmp, stdin_open=case.stdin_open)
+            started.append((case, job, env))
         return [_one(case, job, env, say(case.program.name)) for case, job, env in started]
     finally:
         for _, job, _ in started:

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang.frames import short
 from distdoctor.hang.model import GONE, WAITING, Frame, HostSnapshot, RankSnapshot
-from distdoctor.hang.source import Block, enclosing, line_text
+from distdoctor.hang.source import Block, debug_call, enclosing, exit_guards, line_text
 
 SAVE_LIKE = re.compile(r"save|checkpoint|state_dict|consolidate|serializ", re.IGNORECASE)
 LOGGER_LIKE = re.compile(r"logger|wandb|mlflow|tensorboard|summarywriter|neptune|comet|clearml|aim_run|"
                          r"(^|\.)init_log|setup_log", re.IGNORECASE)
+DEBUGGER = re.compile(r"(^|/)(pdb|bdb|ipdb|pudb|debugpy|pydevd)[^/]*(\.py|/)")  # a debugger's own files
 
 
 @dataclass
@@ -98,6 +99,29 @@ def _entered(r: RankSnapshot, pattern: re.Pattern[str]) -> int | None:
     return None
 
 
+def _exit_guards(odd: RankSnapshot, others: list[RankSnapshot]) -> list[tuple[Frame, Block]]:
+    """Early exits on the rank (`if rank != 0: return`) above the odd rank's frames, in functions the other
+    ranks are not in: they took the exit, the odd rank went on to its collective (branch "exit")."""
+    shared = set().union(*(_keys(o) for o in others)) if others else set()
+    out = []
+    for f, blocks in _chains(odd):
+        inner = [b for b in blocks if b.kind == "def"]
+        if inner and inner[-1].key in shared:
+            continue
+        out += [(f, Block(g.kind, g.file, g.line, g.header, True, "exit")) for g in exit_guards(f.file, f.line)]
+    return out
+
+
+def _split_branches(odd: RankSnapshot, others: list[RankSnapshot]) -> list[tuple[Frame, Block]]:
+    """An `if` on the rank that the odd rank and another rank are both inside, in different branches (rank 0
+    all_reduce then broadcast, the others the reverse): branch "split". Only when their operations differ: the
+    same operation in both branches pairs up and is no cause."""
+    theirs = {b.key: b.branch for o in others if o.op != odd.op for _, blocks in _chains(o) for b in blocks
+              if b.kind == "if"}
+    return [(f, Block(b.kind, b.file, b.line, b.header, True, "split")) for f, blocks in _chains(odd)
+            for b in blocks if b.kind == "if" and b.on_rank and theirs.get(b.key, b.branch) != b.branch]
+
+
 def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdict) -> None:
     r = late[0]
     waits = Counter(f"{w.op} at {short(w.file)}:{w.line}" for w in waiting).most_common(1)[0][0]
@@ -105,7 +129,21 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
            [f"{len(waiting)} other rank(s) wait in {waits}"]
     at_logger = _entered(r, LOGGER_LIKE)
     at_save = _entered(r, SAVE_LIKE)
-    if at_logger is not None:
+    in_debugger = [f for f in r.frames if DEBUGGER.search(f.file)]
+    if in_debugger:
+        stop = debug_call(r.file, r.line)
+        ev = base + [f"it sits in a debugger's prompt: {in_debugger[-1].where()} ... {in_debugger[0].where()}",
+                     f"stopped at {short(r.file)}:{r.line}: `{line_text(r.file, r.line)}`"]
+        if stop is not None:
+            ev.append(f"the debugger was entered at {short(stop.file)}:{stop.line}: `{stop.header}`")
+        guarded = [b for b in enclosing(r.file, r.line) if b.on_rank] or \
+            [b for b in enclosing(stop.file, stop.line) if b.on_rank] if stop else []
+        ev.append(f"under `{guarded[-1].header}`: only this rank stops, the others wait in their next collective"
+                  if guarded else "the other ranks did not stop there: they wait in their next collective")
+        v.causes = [Cause("debugger_on_one_rank", 0.9, ev), Cause("collective_timeout", 0.3, base)]
+        v.location = _location(r.file, stop.line if stop else r.line,
+                               "the debugger stop this rank waits in" if stop else "where the debugger stopped")
+    elif at_logger is not None:
         call = r.path[max(at_logger - 1, 0)]
         guarded = [b for b in enclosing(call.file, call.line) if b.on_rank]
         ev = base + [f"it is inside the logger's set-up: {r.path[min(at_logger, len(r.path) - 1)].where()}",
@@ -124,7 +162,8 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
             + ("data loading" if r.state == "data loading" else "I/O or compute")])]
         v.location = _location(r.file, r.line, "the straggler's own frame")
     v.odd_ranks = sorted(x.rank for x in late if x.rank is not None)
-    v.summary = f"{', '.join(_label(x) for x in late)} never reached the collective the others wait in"
+    v.summary = f"{', '.join(_label(x) for x in late)} never reached the collective the others wait in" + \
+        (": stopped in a debugger" if v.causes[0].id == "debugger_on_one_rank" else "")
 
 
 def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
@@ -134,7 +173,7 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
     scored = []
     for g in small:
         others = [x for h in groups.values() if h is not g for x in h]
-        blocks = _unique_blocks(g[0], others)
+        blocks = _unique_blocks(g[0], others) + _exit_guards(g[0], others) + _split_branches(g[0], others)
         scored.append((any(b.on_rank for _, b in blocks), bool(blocks), g, blocks, others))
     scored.sort(key=lambda s: (not s[0], not s[1]))
     _, _, odd, blocks, others = scored[0]
@@ -151,6 +190,12 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
         where = f"`{guard.header}` at {short(guard.file)}:{guard.line} ({'its body' if guard.branch != 'else' else 'its else branch'})" \
             if guard.kind == "if" else f"`{guard.header}` at {short(guard.file)}:{guard.line}"
         ev = base + [f"{_label(r)} got there through {where}; the other ranks did not"]
+        if guard.branch == "exit":
+            ev[-1] = (f"`{guard.header}` at {short(guard.file)}:{guard.line} ends in an early exit above "
+                      f"{r.op}: the other ranks took it and left, {_label(r)} did not")
+        elif guard.branch == "split":
+            ev[-1] = (f"the ranks are in different branches of `{guard.header}` at {short(guard.file)}:{guard.line}"
+                      ", which call collectives in a different order (collectives pair by order, not by name)")
         below = r.path[[f.line for f in r.path].index(guard.line):] if guard.kind == "def" else \
             [f for f in r.path if f.line >= guard.line]
         saving = [f for f in below if SAVE_LIKE.search(f.function)] or \
@@ -160,7 +205,9 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
                                                                  f"{saving[0].where()} runs {r.op}"]),
                         Cause("rank_conditional_collective", 0.6, ev)]
         else:
-            v.causes = [Cause("rank_conditional_collective", 0.9, ev + [f"{r.op} runs on some ranks only"])]
+            v.causes = [Cause("rank_conditional_collective", 0.9, ev + [
+                f"{r.op} is paired with another collective on the other ranks" if guard.branch == "split"
+                else f"{r.op} runs on some ranks only"])]
         v.location = _location(guard.file, guard.line, "the branch on the rank that sent the odd rank(s) there")
     elif loop is not None:
         ev = base + [f"`{loop.header}` at {short(loop.file)}:{loop.line}: some ranks are still in this loop and "

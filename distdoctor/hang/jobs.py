@@ -44,6 +44,8 @@ class Job:
                 pass
         pids += orphans
         self.proc.wait(timeout=10)
+        if self.proc.stdin:
+            self.proc.stdin.close()
         deadline = time.monotonic() + 5
         alive = pids
         while alive and time.monotonic() < deadline:
@@ -72,23 +74,25 @@ def _alive(pid: int) -> bool:
 
 
 def start(program: str | Path, nproc: int, env: dict[str, str] | None = None, port: int | None = None,
-          log_dir: Path | None = None) -> Job:
-    """torchrun --standalone (or on a fixed port) with OMP_NUM_THREADS=1, output to a log file."""
+          log_dir: Path | None = None, stdin_open: bool = False) -> Job:
+    """torchrun --standalone (or on a fixed port) with OMP_NUM_THREADS=1, output to a log file. stdin_open:
+    the ranks' stdin is a pipe nobody writes to (a terminal nobody types in) rather than /dev/null."""
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="hangjob_"))
     log = log_dir / f"{Path(program).stem}.log"
     launcher = [f"--master_port={port}"] if port else []
     cmd = torchrun_cmd(program, nproc, launcher_args=launcher)
     if port:
         cmd.remove("--standalone")
-    return spawn(cmd, log, env, nproc)
+    return spawn(cmd, log, env, nproc, stdin_open=stdin_open)
 
 
 def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None, nproc: int = 0,
-          cwd: str | Path | None = None) -> Job:
-    """Start any launch command in its own session, OMP_NUM_THREADS=1, output to log."""
+          cwd: str | Path | None = None, stdin_open: bool = False) -> Job:
+    """Start any launch command in its own session, OMP_NUM_THREADS=1, output to log (stdin: see start)."""
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=full_env,
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env,
+                                stdin=subprocess.PIPE if stdin_open else subprocess.DEVNULL,
                                 start_new_session=True, cwd=cwd)
     return Job(proc, log, nproc)
 

@@ -19,6 +19,7 @@ class HangCase:
     location: str  # the text of the location line (stripped)
     flight_recorder: bool = False  # the program writes Flight Recorder traces on a stall
     env: dict = field(default_factory=dict)
+    stdin_open: bool = False  # the ranks' stdin is an open pipe (a terminal nobody types in), see jobs.start
 
     @property
     def program(self):
@@ -42,5 +43,8 @@ CASES = [
     HangCase("hang_peer_exit", 2, (1,), "peer_died_first", "dist.all_reduce(total)"),
     HangCase("hang_fr_size_mismatch", 3, (0,), "collective_shape_mismatch", "dist.all_reduce(counts)",
              flight_recorder=True),
+    HangCase("hang_breakpoint_rank0", 2, (0,), "debugger_on_one_rank", "breakpoint()", stdin_open=True),
+    HangCase("hang_early_return", 2, (0,), "rank_conditional_collective", "if rank != 0:"),
+    HangCase("hang_collective_order", 2, (0,), "rank_conditional_collective", "if rank == 0:"),
 ]
 BY_NAME = {c.name: c for c in CASES}

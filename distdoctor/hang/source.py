@@ -32,6 +32,9 @@ class Block:
         return self.file, self.line
 
 
+SCAN_VERSION = 2  # bump when source_scan records more: older cache entries are then read again
+
+
 def _cache_dir() -> Path:
     return cache_dir("hang-source")
 
@@ -43,7 +46,7 @@ def _spans(file: str) -> tuple[dict, ...] | None:
         st = os.stat(file)
     except OSError:
         return None
-    stamp = [st.st_size, st.st_mtime_ns]
+    stamp = [st.st_size, st.st_mtime_ns, SCAN_VERSION]
     cached = _cache_dir() / (hashlib.sha256(os.path.abspath(file).encode()).hexdigest()[:32] + ".json")
     try:
         data = json.loads(cached.read_text())
@@ -67,10 +70,36 @@ def enclosing(file: str | None, line: int | None) -> tuple[Block, ...]:
     if not spans:
         return ()
     out = []
-    for s in sorted((s for s in spans if s["start"] <= line <= s["end"]), key=lambda s: (s["start"], -s["end"])):
+    around = (s for s in spans if s["start"] <= line <= s["end"] and s["kind"] != "debug")
+    for s in sorted(around, key=lambda s: (s["start"], -s["end"])):
         branch = ("body" if s["body"][0] <= line <= s["body"][1] else "else") if s["kind"] == "if" else ""
         out.append(Block(s["kind"], file, s["line"], s["header"], s["on_rank"], branch))
     return tuple(out)
+
+
+def exit_guards(file: str | None, line: int | None) -> tuple[Block, ...]:
+    """The `if`s on the rank that end in return/continue/break/raise, above file:line in the innermost function
+    around it and not enclosing it (`if rank != 0: return` before a barrier): ranks that took them never got
+    to the line."""
+    spans = _spans(file) if file and line else None
+    if not spans:
+        return ()
+    defs = [s for s in spans if s["kind"] == "def" and s["start"] <= line <= s["end"]]
+    lo = max((s["start"] for s in defs), default=1)
+    return tuple(Block("if", file, s["line"], s["header"], True, "body") for s in spans
+                 if s["kind"] == "if" and s.get("exits") and s["on_rank"] and lo <= s["start"] and s["end"] < line)
+
+
+def debug_call(file: str | None, line: int | None) -> Block | None:
+    """The debugger call (breakpoint(), pdb.set_trace()) nearest above or at file:line in the same function."""
+    spans = _spans(file) if file and line else None
+    if not spans:
+        return None
+    defs = [s for s in spans if s["kind"] == "def" and s["start"] <= line <= s["end"]]
+    lo = max((s["start"] for s in defs), default=1)
+    calls = [s for s in spans if s["kind"] == "debug" and lo <= s["line"] <= line]
+    last = max(calls, key=lambda s: s["line"], default=None)
+    return Block("debug", file, last["line"], last["header"]) if last else None
 
 
 def line_text(file: str | None, line: int | None) -> str:

@@ -15,6 +15,19 @@ RANK_NAME = re.compile(r"(^|_)(rank|rank0|rank_zero|global_rank|local_rank|ddp_r
 RANK_DECORATOR = re.compile(r"rank_?zero|main_process|master_only|rank0|on_rank_0|local_main", re.IGNORECASE)
 
 
+DEBUG_CALLS = {"breakpoint", "set_trace", "post_mortem"}
+
+
+def _exits(body: cst.BaseSuite) -> str:
+    """The statement that ends a block when it leaves the function or loop (return, continue, break, raise)."""
+    stmts = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    last = stmts[-1] if stmts else None
+    if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and last.body:
+        kind = type(last.body[-1]).__name__.lower()
+        return kind if kind in ("return", "continue", "break", "raise") else ""
+    return ""
+
+
 class _Names(cst.CSTVisitor):
     def __init__(self) -> None:
         self.names: list[str] = []
@@ -53,6 +66,17 @@ class _Spans(cst.CSTVisitor):
     def visit_If(self, node: cst.If) -> None:
         self._add(node, "if", node.test, f"if {self.module.code_for_node(node.test)}:", reads_rank(node.test),
                   node.body)
+        self.spans[-1]["exits"] = _exits(node.body)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """breakpoint(), pdb.set_trace(), ipdb.set_trace(), ...: a debugger stop (kind "debug", no body)."""
+        func = node.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) \
+            else ""
+        if name in DEBUG_CALLS:
+            line = self._lines(node)[0]
+            self.spans.append({"kind": "debug", "start": line, "end": line, "line": line,
+                               "header": self.module.code_for_node(node), "on_rank": False})
 
     def visit_For(self, node: cst.For) -> None:
         code = self.module.code_for_node
@@ -70,7 +94,8 @@ class _Spans(cst.CSTVisitor):
 
 def spans(source: bytes) -> list[dict]:
     """Every if / for / while / def of a module: kind, start/end lines, header line and text, on_rank, and for
-    an if the lines of its body. Raises libcst.ParserSyntaxError on a file that does not parse."""
+    an if the lines of its body and the statement that ends it when it exits (`exits`); and every debugger call
+    (kind "debug"). Raises libcst.ParserSyntaxError on a file that does not parse."""
     wrapper = MetadataWrapper(cst.parse_module(source))
     visitor = _Spans(wrapper.module)
     wrapper.visit(visitor)

@@ -26,7 +26,8 @@ def main(names: list[str]) -> None:
             continue
         tmp = Path(tempfile.mkdtemp(prefix="hangsnap_"))
         env = {"TORCH_FR_DUMP_TEMP_FILE": str(tmp / "trace_")} if case.flight_recorder else {}
-        job = jobs.start(case.program, case.nproc, env, log_dir=tmp)
+        job = jobs.start(case.program, case.nproc, env, log_dir=tmp,
+                         stdin_open=case.stdin_open)
         try:
             snap = jobs.wait_stuck(job, 120, fr_ranks=case.nproc if case.flight_recorder else 0,
                                    fr_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE"))
