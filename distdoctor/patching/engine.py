@@ -28,7 +28,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper
 
 from distdoctor import paths
-from distdoctor.patching import fastmeta, fastwalk
+from distdoctor.patching import fastcst, fastmeta, fastwalk
 from distdoctor.patching.base import Change, PatchCommand, PatchOptions
 
 BOM = "\ufeff"
@@ -114,7 +114,7 @@ def patch_source(source: str, patches: list[ModuleType] | None = None, options: 
     active = _screen(active, text)
     if not active:
         return PatchResult(source, [])
-    wrapper = _wrap(cst.parse_module(text))
+    wrapper = _wrap(fastcst.parse_module(text))
     with fastwalk.visitors():
         try:
             new_text, changes = _combined(active, wrapper, options, path)
@@ -183,7 +183,7 @@ def _combined(active: list[ModuleType], wrapper: MetadataWrapper, options: Patch
             continue  # recorded, but left the tree as it was
         changes += recorded
         tree = _apply_imports(command, tree)
-    return (tree.code if changes else ""), changes
+    return (fastcst.code(tree) if changes else ""), changes
 
 
 def _sequential(active: list[ModuleType], wrapper: MetadataWrapper, options: PatchOptions | None,
