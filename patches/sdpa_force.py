@@ -180,7 +180,7 @@ def loads_kernel(module: cst.Module) -> bool:
 def _ast_selects(tree: ast.Module) -> bool:
     """Whether the Transformer could find a selection to switch in a file that loads no kernel itself: an
     `if`/`... if ... else ...` choosing by a Name or string _CHOICE knows with flash in a branch, a decision
-    assigned to a flash-named target, or a module-level `*override* = None` hook."""
+    assigned to a flash-named target, or an override hook (_ast_hook)."""
     for node in ast_nodes(tree, ast.If, ast.IfExp, ast.Assign):
         if isinstance(node, (ast.If, ast.IfExp)):
             leaves = [n.id if isinstance(n, ast.Name) else n.value for n in ast.walk(node.test)
@@ -195,9 +195,32 @@ def _ast_selects(tree: ast.Module) -> bool:
             if isinstance(target, (ast.Name, ast.Attribute)) and _FLASHY.search(ast.unparse(target)) and \
                     isinstance(node.value, (ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Call)):
                 return True
-            if isinstance(target, ast.Name) and "override" in target.id.lower():
-                return True
+    return _ast_hook(tree)
+
+
+def _ast_hook(tree: ast.Module) -> bool:
+    """Whether visit_Module could find an override hook: a module-level `*override* = None` (or `= FLAG if ...
+    else None`) whose name a comparison sets against a string naming sdpa."""
+    candidates = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and "override" in stmt.targets[0].id.lower() and (_ast_none(stmt.value) or (
+                    isinstance(stmt.value, ast.IfExp) and isinstance(stmt.value.test, ast.Name)
+                    and stmt.value.test.id == FLAG and _ast_none(stmt.value.orelse))):
+            candidates.add(stmt.targets[0].id)
+    if not candidates:
+        return False
+    for comp in ast_nodes(tree, ast.Compare):
+        parts = [comp.left, *comp.comparators]
+        if any(isinstance(p, ast.Name) and p.id in candidates for p in parts) and any(
+                isinstance(p, ast.Constant) and isinstance(p.value, (str, bytes))
+                and (b"sdpa" if isinstance(p.value, bytes) else "sdpa") in p.value.lower() for p in parts):
+            return True
     return False
+
+
+def _ast_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def screen(tree: ast.Module) -> bool:

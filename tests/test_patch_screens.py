@@ -96,3 +96,33 @@ def test_ast_nodes_keeps_walk_order():
     wanted = (ast.Call, ast.Assign, ast.FunctionDef)
     assert ast_nodes(tree, *wanted) == [n for n in ast.walk(tree) if isinstance(n, wanted)]
     assert ast_nodes(ast.parse("x = 1\n"), ast.Call) == []
+
+
+SDPA_HOOK = '''import torch
+
+attention_override = None
+
+
+def attend(q, k, v):
+    if attention_override == "sdpa":
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    return torch.ops.aten._scaled_dot_product_flash_attention(q, k, v)[0]
+'''
+
+
+def test_sdpa_force_screen_keeps_a_module_level_override_hook():
+    mod = patches.get("sdpa_force")
+    assert mod.screen(ast.parse(SDPA_HOOK))
+    assert patch_source(SDPA_HOOK, [mod]).changed
+
+
+def test_sdpa_force_screen_drops_an_override_name_that_is_no_hook():
+    """A flash op named and `*override*` assigned, but not a module-level `= None` compared with "sdpa"
+    (torch/_inductor/lowering.py's `override_fn_when_input_bool = ...` inside a function)."""
+    mod = patches.get("sdpa_force")
+    local = SDPA_HOOK.replace("attention_override = None\n", "").replace(
+        "def attend(q, k, v):\n", "def attend(q, k, v):\n    attention_override = None\n")
+    unused = SDPA_HOOK.replace('if attention_override == "sdpa":', "if q.dim() == 4:")
+    for source in (local, unused):
+        assert not mod.screen(ast.parse(source))
+        assert not patch_source(source, [_unscreened(mod)]).changed

@@ -20,7 +20,7 @@ from libcst.metadata import (
     QualifiedNameProvider, ScopeProvider,
 )
 
-from distdoctor.patching import fastwalk
+from distdoctor.patching import fastcst, fastwalk
 
 
 class _TrackingState(CodegenState):
@@ -147,7 +147,8 @@ def seed(wrapper: MetadataWrapper) -> None:
     generation); libcst then never runs those providers on this wrapper."""
     module = wrapper.module
     state = _TrackingState(module)
-    module._codegen(state)
+    with fastcst.codegen():
+        module._codegen(state)
     children = state.children
     parents: dict[cst.CSTNode, cst.CSTNode] = {}
     for node in state.left:  # ParentNodeProvider's order: each node's children, nodes in post-order

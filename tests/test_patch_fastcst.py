@@ -1,0 +1,56 @@
+"""fastcst's parse builds the same tree as libcst's (validation only skipped), and its code generation
+writes the same text and the same position table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+import torch
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from distdoctor.patching import fastcst, fastmeta
+
+FIXTURES = sorted((Path(__file__).parent / "fixtures" / "patches").glob("*/*.in.py"))
+TORCH = Path(torch.__file__).parent
+SAMPLES = FIXTURES[:20] + [TORCH / p for p in ("nn/parallel/distributed.py", "_tensor.py")]
+SYNTAX = '''
+x = ((a) + (b))[(1):(2)]
+y = (lambda q: (q))((yield))
+z = f"{(a)!r:>{(b)}}" + (("s"))
+async def g():
+    await (h)
+'''
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_same_tree_text_and_positions(path: Path) -> None:
+    text = path.read_bytes().decode("utf-8").removeprefix("\ufeff")
+    reference = cst.parse_module(text)
+    fast = fastcst.parse_module(text)
+    assert fast.deep_equals(reference)
+    assert fastcst.code(fast) == reference.code == text
+    wrapper = fastmeta.Wrapper(fast, unsafe_skip_copy=True)
+    fastmeta.seed(wrapper)
+    expected = MetadataWrapper(fast, unsafe_skip_copy=True).resolve(PositionProvider)
+    assert dict(wrapper.resolve(PositionProvider)) == dict(expected)
+
+
+def test_parenthesized_syntax() -> None:
+    module = fastcst.parse_module(SYNTAX)
+    assert fastcst.code(module) == SYNTAX
+    assert module.deep_equals(cst.parse_module(SYNTAX))
+
+
+def test_validation_restored_after_parse() -> None:
+    fastcst.parse_module("x = 1\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")
+
+
+def test_parse_error_still_raised() -> None:
+    with pytest.raises(cst.ParserSyntaxError):
+        fastcst.parse_module("def (:\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("still validated")
