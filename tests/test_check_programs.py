@@ -45,7 +45,7 @@ def test_hang_or_crash(name):
 
 @pytest.mark.torchrun
 def test_sampler_repeats_the_order_every_epoch():
-    result = run_torchrun(PROGRAMS / "check_sampler_no_set_epoch.py", nproc=2, timeout=40)
+    result = run_torchrun(PROGRAMS / "check_sampler_no_set_epoch.py", nproc=2, timeout=90)
     assert completed(result, r"ORDER rank=\d epoch=2", 2), result.output[-2000:]
     orders = dict(re.findall(r"ORDER rank=0 epoch=(\d) (\[[^\]]*\])", result.output))
     assert len(orders) == 3 and len(set(orders.values())) == 1
@@ -53,20 +53,20 @@ def test_sampler_repeats_the_order_every_epoch():
 
 @pytest.mark.torchrun
 def test_every_rank_saving_leaves_the_last_writers_state(tmp_path):
-    result = run_torchrun(PROGRAMS / "check_save_all_ranks.py", nproc=2, script_args=[str(tmp_path)], timeout=40)
+    result = run_torchrun(PROGRAMS / "check_save_all_ranks.py", nproc=2, script_args=[str(tmp_path)], timeout=90)
     assert completed(result, "SAVED_BY", 1), result.output[-2000:]
     assert "SAVED_BY 1" in result.output  # rank 0's checkpoint holds rank 1's state
 
 
 @pytest.mark.torchrun
 def test_unwaited_irecv_reads_stale_data():
-    result = run_torchrun(PROGRAMS / "check_irecv_not_waited.py", nproc=2, timeout=40)
+    result = run_torchrun(PROGRAMS / "check_irecv_not_waited.py", nproc=2, timeout=90)
     assert "RECEIVED 0" in result.output, result.output[-2000:]
 
 
 @pytest.mark.torchrun
 def test_per_rank_seed_trains_different_models():
-    result = run_torchrun(PROGRAMS / "check_per_rank_seed.py", nproc=2, timeout=40)
+    result = run_torchrun(PROGRAMS / "check_per_rank_seed.py", nproc=2, timeout=90)
     assert completed(result, r"CHECKSUM rank=\d", 2), result.output[-2000:]
     sums = dict(re.findall(r"CHECKSUM rank=(\d) (-?[\d.]+)", result.output))
     assert len(sums) == 2 and sums["0"] != sums["1"]
