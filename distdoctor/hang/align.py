@@ -137,7 +137,7 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
         if stop is not None:
             ev.append(f"the debugger was entered at {short(stop.file)}:{stop.line}: `{stop.header}`")
         guarded = [b for b in enclosing(r.file, r.line) if b.on_rank] or \
-            [b for b in enclosing(stop.file, stop.line) if b.on_rank] if stop else []
+            ([b for b in enclosing(stop.file, stop.line) if b.on_rank] if stop else [])
         ev.append(f"under `{guarded[-1].header}`: only this rank stops, the others wait in their next collective"
                   if guarded else "the other ranks did not stop there: they wait in their next collective")
         v.causes = [Cause("debugger_on_one_rank", 0.9, ev), Cause("collective_timeout", 0.3, base)]

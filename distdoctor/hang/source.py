@@ -77,6 +77,11 @@ def enclosing(file: str | None, line: int | None) -> tuple[Block, ...]:
     return tuple(out)
 
 
+def _function_start(spans: tuple[dict, ...], line: int) -> int:
+    """The first line of the innermost function around `line` (1: the module)."""
+    return max((s["start"] for s in spans if s["kind"] == "def" and s["start"] <= line <= s["end"]), default=1)
+
+
 def exit_guards(file: str | None, line: int | None) -> tuple[Block, ...]:
     """The `if`s on the rank that end in return/continue/break/raise, above file:line in the innermost function
     around it and not enclosing it (`if rank != 0: return` before a barrier): ranks that took them never got
@@ -84,8 +89,7 @@ def exit_guards(file: str | None, line: int | None) -> tuple[Block, ...]:
     spans = _spans(file) if file and line else None
     if not spans:
         return ()
-    defs = [s for s in spans if s["kind"] == "def" and s["start"] <= line <= s["end"]]
-    lo = max((s["start"] for s in defs), default=1)
+    lo = _function_start(spans, line)
     return tuple(Block("if", file, s["line"], s["header"], True, "body") for s in spans
                  if s["kind"] == "if" and s.get("exits") and s["on_rank"] and lo <= s["start"] and s["end"] < line)
 
@@ -95,8 +99,7 @@ def debug_call(file: str | None, line: int | None) -> Block | None:
     spans = _spans(file) if file and line else None
     if not spans:
         return None
-    defs = [s for s in spans if s["kind"] == "def" and s["start"] <= line <= s["end"]]
-    lo = max((s["start"] for s in defs), default=1)
+    lo = _function_start(spans, line)
     calls = [s for s in spans if s["kind"] == "debug" and lo <= s["line"] <= line]
     last = max(calls, key=lambda s: s["line"], default=None)
     return Block("debug", file, last["line"], last["header"]) if last else None
