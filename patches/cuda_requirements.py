@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
+
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
@@ -20,8 +22,10 @@ PATCH = PatchInfo(
     title="CUDA-only asserts, exits, `rank % torch.cuda.device_count()` and a module-level `device = \"cuda\"` "
           "default before a process group become CPU branches (warn and go on)",
     risk="A job that must not run without GPUs now runs on the CPU after a warning instead of stopping; checks "
-         "inside an explicit `device == \"cuda\"` branch are kept. A config default `device = \"cuda\"` becomes "
-         "\"cpu\" only when no GPU is available (an explicit --device still wins).",
+         "inside an explicit `device == \"cuda\"` branch are kept. A check for a minimum number of GPUs (2, "
+         "`min_gpus`, a *gpu* helper) still stops a machine that has GPUs, only too few: the warning is taken "
+         "only when no GPU is there. A config default `device = \"cuda\"` becomes \"cpu\" only when no GPU is "
+         "available (an explicit --device still wins).",
     env_var=None,
     prefilter=("is_available", "device_count", "gpu", "init_process_group"),
 )
@@ -52,6 +56,10 @@ def _is_threshold(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.Integer):
         return True
     return isinstance(node, cst.Name) and any(k in node.value.lower() for k in ("min", "need", "requir", "gpu"))
+
+
+def _is_number(node: cst.CSTNode, *values: int) -> bool:
+    return isinstance(node, cst.Integer) and node.evaluated_value in values
 
 
 def _is_skip(exc: cst.BaseExpression | None) -> bool:
@@ -256,6 +264,58 @@ class Transformer(PatchCommand):
                 return True
         return False
 
+    def _any_gpu(self, test: cst.BaseExpression) -> bool:
+        """test asks for a GPU at all, not for a minimum number (`is_available()`, `device_count() > 0`,
+        `n_gpus >= 1`): on a machine with a GPU it holds, so warning in its place changes nothing there."""
+        if self._is_gpu_call(test, AVAILABLE) and qualified_names(self, test.func) & AVAILABLE:
+            return True
+        if self._is_gpu_call(test, COUNT) and qualified_names(self, test.func) & COUNT:
+            return True
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+            return (self._counts_gpus(test.left) and (
+                isinstance(op, cst.GreaterThan) and _is_number(right, 0)
+                or isinstance(op, cst.GreaterThanEqual) and _is_number(right, 1)
+                or isinstance(op, cst.NotEqual) and _is_number(right, 0))) or (self._counts_gpus(right) and (
+                isinstance(op, cst.LessThan) and _is_number(test.left, 0)
+                or isinstance(op, cst.LessThanEqual) and _is_number(test.left, 1)))
+        return False
+
+    def _no_gpu_at_all(self, test: cst.BaseExpression) -> bool:
+        """test holds only where there is no GPU (`not is_available()`, `device_count() < 1`, `n_gpus == 0`)."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._any_gpu(test.expression)
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            return self._no_gpu_at_all(test.left) and self._no_gpu_at_all(test.right)
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+            return (self._counts_gpus(test.left) and (
+                isinstance(op, cst.LessThan) and _is_number(right, 1)
+                or isinstance(op, (cst.LessThanEqual, cst.Equal)) and _is_number(right, 0))) or (
+                self._counts_gpus(right) and (isinstance(op, cst.GreaterThan) and _is_number(test.left, 1)
+                                              or isinstance(op, cst.GreaterThanEqual) and _is_number(test.left, 0)))
+        return False
+
+    def _under_available(self, node: cst.CSTNode) -> bool:
+        """node is in the body of `if torch.cuda.is_available():` (this patch's own guard, or the user's)."""
+        child = node
+        for parent in ancestors(self, node):
+            if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(parent, cst.If) and child is parent.body and self._any_gpu(parent.test) \
+                    and self._is_gpu_call(parent.test, AVAILABLE):
+                return True
+            child = parent
+        return False
+
+    def _only_without_gpu(self, kept: cst.BaseStatement, warning: cst.SimpleStatementLine,
+                          leading: Sequence[cst.EmptyLine]) -> cst.If:
+        """`if torch.cuda.is_available(): <kept> else: <warning>`: a machine with GPUs behaves as before."""
+        self.needs_torch = True
+        return cst.If(test=cst.parse_expression("torch.cuda.is_available()"),
+                      body=cst.IndentedBlock(body=[kept.with_changes(leading_lines=[])]),
+                      orelse=cst.Else(body=cst.IndentedBlock(body=[warning])), leading_lines=leading)
+
     def _counts_gpus(self, node: cst.CSTNode) -> bool:
         if self._is_gpu_call(node, COUNT):
             return True
@@ -349,7 +409,12 @@ class Transformer(PatchCommand):
         if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1 or self._in_cuda_branch(node):
             return
         small = node.body[0]
-        if isinstance(small, cst.Assert) and self._needs_gpu(small.test):
+        if isinstance(small, cst.Assert) and self._needs_gpu(small.test) and not self._under_available(node):
+            if not self._any_gpu(small.test):  # a minimum count: kept where there are GPUs
+                self.lines[id(node)] = self._only_without_gpu(node, self._warn(small.msg), node.leading_lines)
+                self.record(node, "assert on a GPU count -> kept where CUDA is available, else a warning and "
+                                  "the run goes on on the CPU")
+                return
             inner = small.test
             if isinstance(inner, cst.Comparison) and not inner.lpar:
                 inner = inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -376,8 +441,13 @@ class Transformer(PatchCommand):
                 message = args[0].value if args and literal_text(args[0].value) is not None else None
             else:
                 continue
-            self.lines[id(stmt)] = self._warn(message).with_changes(leading_lines=stmt.leading_lines)
-            self.record(stmt, "exit when no GPU -> warning, the run goes on on the CPU")
+            if self._no_gpu_at_all(node.test):
+                self.lines[id(stmt)] = self._warn(message).with_changes(leading_lines=stmt.leading_lines)
+                self.record(stmt, "exit when no GPU -> warning, the run goes on on the CPU")
+            else:  # too few GPUs: a machine with GPUs still stops
+                self.lines[id(stmt)] = self._only_without_gpu(stmt, self._warn(message), stmt.leading_lines)
+                self.record(stmt, "exit on too few GPUs -> kept where CUDA is available, else a warning and the "
+                                  "run goes on on the CPU")
 
     def _plan_modulo(self, node: cst.BinaryOperation) -> None:
         """`x % device_count()` or `x // device_count()` (a rank's GPU, a per-GPU batch): at least 1 on a CPU."""
@@ -472,6 +542,13 @@ VALID = [
 ]
 
 INVALID = [
+    (   # too few GPUs stops a machine that has GPUs, as before; only a machine without any goes on
+        'import torch\n\nif torch.cuda.device_count() < 2:\n    raise SystemExit("needs 2 GPUs")\n'
+        'if torch.cuda.device_count() == 0:\n    raise SystemExit("no GPU")\n',
+        'import torch\nimport warnings\n\nif torch.cuda.device_count() < 2:\n    if torch.cuda.is_available():\n'
+        '        raise SystemExit("needs 2 GPUs")\n    else:\n        warnings.warn("needs 2 GPUs")\n'
+        'if torch.cuda.device_count() == 0:\n    warnings.warn("no GPU")\n',
+    ),
     (
         'import torch\nassert torch.cuda.is_available(), "DDP needs CUDA"\n',
         'import torch\nimport warnings\n\nif not torch.cuda.is_available():\n    warnings.warn("DDP needs CUDA")\n',
@@ -481,12 +558,14 @@ INVALID = [
         '        print("need 2 GPUs")\n        sys.exit()\n    main()\n',
         'import sys\nimport torch\nimport warnings\n\nif __name__ == "__main__":\n'
         '    if not verify_min_gpu_count(min_gpus=2):\n        print("need 2 GPUs")\n'
-        '        warnings.warn("no CUDA GPU available: continuing on the CPU")\n    main()\n',
+        '        if torch.cuda.is_available():\n            sys.exit()\n        else:\n'
+        '            warnings.warn("no CUDA GPU available: continuing on the CPU")\n    main()\n',
     ),
     (
         'import torch\nn_gpus = torch.cuda.device_count()\nassert n_gpus >= 2, f"needs 2 GPUs, got {n_gpus}"\n'
         'if torch.cuda.device_count() < 1:\n    raise RuntimeError("no GPU")\n',
-        'import torch\nimport warnings\n\nn_gpus = torch.cuda.device_count()\nif not (n_gpus >= 2):\n'
+        'import torch\nimport warnings\n\nn_gpus = torch.cuda.device_count()\nif torch.cuda.is_available():\n'
+        '    assert n_gpus >= 2, f"needs 2 GPUs, got {n_gpus}"\nelse:\n'
         '    warnings.warn(f"needs 2 GPUs, got {n_gpus}")\nif torch.cuda.device_count() < 1:\n'
         '    warnings.warn("no GPU")\n',
     ),
