@@ -479,3 +479,12 @@ def test_agent_failed_line_names_no_rank_whose_log_only_echoes():
     lines = (LOGS / "gen_sigkill_rank1.log").read_text().splitlines()
     cut = lines[:next(i for i, ln in enumerate(lines) if "local_rank: 0 (pid" in ln) + 1]
     assert (diagnose_text("\n".join(cut))["first_failure"] or {}).get("rank") is None
+
+
+def test_a_long_traceback_keeps_its_exception_line() -> None:
+    """A 90-line Inductor traceback (real, from the lent H200) fills an event's line budget long before its
+    exception line: the first failure still shows that line, not a `raise ...` source line of a frame."""
+    report = diagnose_paths([LOGS / "gpu_compile_no_cc.log"])
+    first = report["first_failure"]
+    assert first["text"].startswith("torch._inductor.exc.InductorError: FileNotFoundError"), first
+    assert report["causes"][0]["id"] == "compile_toolchain"

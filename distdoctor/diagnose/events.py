@@ -368,11 +368,11 @@ class EventBuilder:
             self._add(ev)
             return
         if ev is not None and not ev.closed:
+            stripped = body.strip()
             if len(ev.lines) < MAX_EVENT_LINES:
                 ev.lines.append(ln)
-            elif ln.hits:
-                ev.lines[-1] = ln
-            stripped = body.strip()
+            elif ln.hits or (ev.kind == "traceback" and EXC_LINE.match(stripped) and not FRAME.match(body)):
+                ev.lines[-1] = ln  # a long traceback keeps its exception line, the one that says what failed
             if ev.kind == "crash" and stripped.startswith("what():"):
                 ev.closed = True
                 self.open.pop(key, None)

@@ -48,7 +48,9 @@ FAILURES = [
     ("cpu_tensor_nccl_group", 1, {}, "No backend type associated with device type cpu"),
     ("oom_rank0", 2, {}, "CUDA out of memory"),
     ("cuda_then_fork", 1, {}, "Cannot re-initialize CUDA in forked subprocess"),
-    ("nccl_gpus_hidden", 1, {"CUDA_VISIBLE_DEVICES": ""}, ""),
+    ("nccl_gpus_hidden", 1, {"CUDA_VISIBLE_DEVICES": ""}, "no GPUs found"),
+    ("nccl_ifname_missing", 1, {"NCCL_SOCKET_IFNAME": "ib_missing0", "NCCL_DEBUG": "WARN"}, "NCCL"),
+    ("compile_no_cc", 1, {"CC": "/nonexistent/cc", "TORCHINDUCTOR_CACHE_DIR": "/tmp/gpucheck_inductor"}, "cc"),
 ]
 
 # Loaded in every Python process of a `run` through PYTHONPATH: records the process group's backend and
