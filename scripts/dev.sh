@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-ready() { .venv/bin/python -c "import distdoctor, torch, libcst, yaml, jsonschema, bm25s, pytest" 2>/dev/null && [ -x .venv/bin/py-spy ]; }
+ready() { .venv/bin/python -c "import distdoctor, torch, libcst, yaml, jsonschema, bm25s, pytest, xdist" 2>/dev/null && [ -x .venv/bin/py-spy ]; }
 if [ ! -x .venv/bin/python ] || ! ready; then
   echo "[dev.sh] creating .venv and installing distdoctor[dev] (torch==2.13.0, CPU)" >&2
   "$PY" -m venv .venv
@@ -18,6 +18,10 @@ task=${1:-test}; shift || true
 case "$task" in
   setup) ;;
   demo) exec .venv/bin/python scripts/demo.py "$@" ;;
-  test) exec .venv/bin/python -m pytest -q "$@" ;;
+  # test files run in parallel worker processes (pytest-xdist), a whole file per worker so that its
+  # module fixtures (a Slurm cluster, a set of live hangs) start once; DISTDOCTOR_TEST_WORKERS=1 runs serially
+  test) workers=${DISTDOCTOR_TEST_WORKERS:-$(n=$(nproc 2>/dev/null || echo 2); echo $(( n < 2 ? 2 : (n > 4 ? 4 : n) )))}
+        if [ "$workers" -le 1 ]; then exec .venv/bin/python -m pytest -q "$@"; fi
+        exec .venv/bin/python -m pytest -q -n "$workers" --dist loadfile "$@" ;;
   *) echo "usage: bash scripts/dev.sh demo|test|setup [args]" >&2; exit 2 ;;
 esac

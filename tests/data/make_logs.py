@@ -725,7 +725,7 @@ CASES: list[Case] = [
                "the missing rank 2, which the 2-rank job does not have. Both ranks fail alike: no first rank."),
     # a DataLoader worker that dies (evals/programs/fail_dataloader_worker_dies.py)
     Case("gen_dataloader_worker_exits", "peer_died_first", "fail_dataloader_worker_dies.py", 1,
-         expect=["exited unexpectedly with exit code 1"], script_args=["--how", "exit"],
+         expect=["exited unexpectedly with exit code 1"], script_args=["--how", "exit"], attempts=3,
          notes="a DataLoader worker of rank 1 exits (os._exit(1)); rank 1's loader raises and rank 0 reads "
                "'Connection closed by peer'. No distributed cause: rerun rank 1's loop with num_workers=0."),
     Case("gen_dataloader_worker_killed", "oom_one_rank", "fail_dataloader_worker_dies.py", 1,
