@@ -4,6 +4,7 @@ names that entry's cause first."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -148,3 +149,32 @@ def test_dataloader_fd_limit_not_a_small_shm() -> None:
     assert [a["verdict"] for a in answers] == ["candidates", "confident"]
     fd = [next(c for c in a["causes"] if c["id"] == "dataloader_fd_limit") for a in answers]
     assert [c["level"] for c in fd] == ["symptom", "signature"] and fd[1]["score"] >= 2 * fd[0]["score"], fd
+
+
+SPAWN_WORKER = "import torch.multiprocessing as mp\n\n\ndef worker(rank, fn):\n    print(rank, fn(rank))\n\n\n"
+SPAWN_MAINS = {  # how the function is defined -> spawn_unpicklable's quoted line for it
+    "local": ("def main():\n    def scale(x):\n        return 2 * x\n    mp.spawn(worker, args=(scale,), nprocs=2)\n\n\n"
+              "if __name__ == '__main__':\n    main()\n", "Can't pickle local object 'main.<locals>.scale'"),
+    "under_main": ("if __name__ == '__main__':\n    def scale(x):\n        return 2 * x\n"
+                   "    mp.spawn(worker, args=(scale,), nprocs=2)\n", "Can't get attribute 'scale' on <module '__mp_main__'"),
+    "module": ("def scale(x):\n    return 2 * x\n\n\nif __name__ == '__main__':\n"
+               "    mp.spawn(worker, args=(scale,), nprocs=2)\n", None),
+}
+
+
+@pytest.mark.parametrize("how", sorted(SPAWN_MAINS))
+def test_spawn_unpicklable_on_a_real_spawn(how: str, tmp_path: Path) -> None:
+    """torch.multiprocessing.spawn with a function defined inside main() or under `if __name__ == "__main__":`
+    fails before any worker runs, as spawn_unpicklable quotes, and the diagnosis names it first; the entry's fix
+    (a module-level function) starts both workers."""
+    main, quoted = SPAWN_MAINS[how]
+    script = tmp_path / f"spawn_{how}.py"
+    script.write_text(SPAWN_WORKER + main, encoding="utf-8")
+    res = run([sys.executable, str(script)], timeout=90, cwd=tmp_path)
+    assert not res.timed_out, res.output[-2000:]
+    if quoted is None:
+        assert succeeded(res) and "0 0" in res.output and "1 2" in res.output, res.output[-2000:]
+        return
+    assert res.returncode != 0 and quoted in res.output, res.output[-2000:]
+    got = [c["id"] for c in diagnose_text(res.output)["causes"]]
+    assert got and got[0] == "spawn_unpicklable", (got[:3], res.output[-1500:])
