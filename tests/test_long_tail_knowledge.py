@@ -178,3 +178,26 @@ def test_spawn_unpicklable_on_a_real_spawn(how: str, tmp_path: Path) -> None:
     assert res.returncode != 0 and quoted in res.output, res.output[-2000:]
     got = [c["id"] for c in diagnose_text(res.output)["causes"]]
     assert got and got[0] == "spawn_unpicklable", (got[:3], res.output[-1500:])
+
+
+CORPUS = Path(__file__).resolve().parent.parent / "evals" / "corpus"
+
+
+@pytest.mark.parametrize("case", ["swift-readthedocs-faq-training-q13", "deepspeedai-deepspeed-6525", "openbmb-minicpm-v-694"])
+def test_deepspeed_config_validation_is_a_version_mismatch(case: str) -> None:
+    """DeepSpeed 0.15's pydantic config rejects the float ZeRO-3 bucket size that a trainer's 'auto' computes (train
+    corpus cases, printed by three different trainers): a signature of framework_version_mismatch, not the ZeRO-3
+    words around it."""
+    got = diagnose_text((CORPUS / f"{case}.log").read_text(encoding="utf-8"))["causes"]
+    assert got[0]["id"] == "framework_version_mismatch" and got[0]["level"] == "signature", got[:2]
+
+
+@pytest.mark.parametrize("case", ["iml-dkfz-fd-shifts-3", "lightning-ai-pytorch-lightning-6893"])
+def test_spawn_unpicklable_from_lightning_threads(case: str) -> None:
+    """The pickle messages Lightning's spawn strategy surfaces (train corpus cases: a partial class, a wrapped
+    training_step) are spawn_unpicklable signatures; a context that merely mentions mp.spawn is not."""
+    got = diagnose_text((CORPUS / f"{case}.log").read_text(encoding="utf-8"))["causes"]
+    assert got[0]["id"] == "spawn_unpicklable" and got[0]["level"] == "signature", got[:2]
+    words = diagnose_text("dist.scatter gives wrong results for transposed tensors",
+                          context="2-process mp.spawn demo, NCCL")["causes"]
+    assert "spawn_unpicklable" not in [c["id"] for c in words], words[:3]
