@@ -201,3 +201,14 @@ def test_spawn_unpicklable_from_lightning_threads(case: str) -> None:
     words = diagnose_text("dist.scatter gives wrong results for transposed tensors",
                           context="2-process mp.spawn demo, NCCL")["causes"]
     assert "spawn_unpicklable" not in [c["id"] for c in words], words[:3]
+
+
+def test_accelerate_debug_shape_check_is_a_shape_mismatch() -> None:
+    """accelerate's debug mode names each process's shape before the collective (train corpus case quoting the
+    accelerate docs): a collective_shape_mismatch signature, without retrieval's help."""
+    text = (CORPUS / "huggingface-docs-accelerate-debug.log").read_text(encoding="utf-8")
+    got = diagnose_text(text)["causes"]
+    assert got[0]["id"] == "collective_shape_mismatch" and got[0]["level"] == "signature", got[:2]
+    line = next(ln for ln in text.splitlines() if "Cannot apply desired operation" in ln)
+    alone = diagnose_text(line + "\n")["causes"]
+    assert alone[0]["id"] == "collective_shape_mismatch" and alone[0]["level"] == "signature", alone[:2]
