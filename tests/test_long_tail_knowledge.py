@@ -212,3 +212,28 @@ def test_accelerate_debug_shape_check_is_a_shape_mismatch() -> None:
     line = next(ln for ln in text.splitlines() if "Cannot apply desired operation" in ln)
     alone = diagnose_text(line + "\n")["causes"]
     assert alone[0]["id"] == "collective_shape_mismatch" and alone[0]["level"] == "signature", alone[:2]
+
+
+@pytest.mark.parametrize("case, cause", [
+    ("meta-llama-llama-cookbook-675", "fsdp_mixed_dtype"),           # FSDP over 4-bit (integer) weights
+    ("ssj9596-one-to-all-animation-12", "zero3_partitioned_params"),  # embedding of a ZeRO-3 partition
+    ("nvlabs-funit-23", "ddp_buffer_broadcast_inplace"),              # the version line wrapped onto its own line
+    ("huggingface-trl-722", "local_rank_device"),                     # 8-bit model on GPU 0 in every rank
+    ("lrzjason-t2itrainer-56", "local_rank_device"),
+])
+def test_framework_messages_are_signatures(case: str, cause: str) -> None:
+    """Library messages of the training frameworks (train corpus cases) are answered by a signature, not only by
+    retrieval of a similar log: the case's own log is left out of retrieval as the eval does."""
+    from distdoctor.diagnose.retrieval import excluding
+
+    with excluding({f"corpus:{case}"}):
+        got = diagnose_text((CORPUS / f"{case}.log").read_text(encoding="utf-8"))["causes"]
+    assert got[0]["id"] == cause and got[0]["level"] == "signature", got[:2]
+
+
+def test_8bit_on_multiple_devices_is_not_a_rank_device() -> None:
+    """accelerate's other 8-bit message (a model spread over several GPUs, a release bug fixed in accelerate) does not
+    carry the per-rank device signature."""
+    text = "ValueError: You can't train a model that has been loaded in 8-bit precision on multiple devices.\n"
+    got = diagnose_text(text)["causes"]
+    assert not got or got[0]["id"] != "local_rank_device" or got[0]["level"] != "signature", got[:2]
