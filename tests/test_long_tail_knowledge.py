@@ -170,10 +170,10 @@ def test_spawn_unpicklable_on_a_real_spawn(how: str, tmp_path: Path) -> None:
     main, quoted = SPAWN_MAINS[how]
     script = tmp_path / f"spawn_{how}.py"
     script.write_text(SPAWN_WORKER + main, encoding="utf-8")
-    res = run([sys.executable, str(script)], timeout=90, cwd=tmp_path)
+    res = run([sys.executable, str(script)], timeout=240, cwd=tmp_path)  # two fresh interpreters import torch
     assert not res.timed_out, res.output[-2000:]
     if quoted is None:
-        assert succeeded(res) and "0 0" in res.output and "1 2" in res.output, res.output[-2000:]
+        assert res.returncode == 0 and "0 0" in res.output and "1 2" in res.output, (res.returncode, res.output[-2000:])
         return
     assert res.returncode != 0 and quoted in res.output, res.output[-2000:]
     got = [c["id"] for c in diagnose_text(res.output)["causes"]]
@@ -220,6 +220,9 @@ def test_accelerate_debug_shape_check_is_a_shape_mismatch() -> None:
     ("nvlabs-funit-23", "ddp_buffer_broadcast_inplace"),              # the version line wrapped onto its own line
     ("huggingface-trl-722", "local_rank_device"),                     # 8-bit model on GPU 0 in every rank
     ("lrzjason-t2itrainer-56", "local_rank_device"),
+    ("lin-shang-instructerc-16", "deepspeed_batch_config"),            # a derived batch setting of 0
+    ("hrnet-hrnet-semantic-segmentation-183", "syncbn_without_gpu_ddp"),  # older torch's outside-DDP refusal
+    ("xpixelgroup-basicsr-278", "ddp_buffer_broadcast_inplace"),       # anomaly mode's BatchNorm backward
 ])
 def test_framework_messages_are_signatures(case: str, cause: str) -> None:
     """Library messages of the training frameworks (train corpus cases) are answered by a signature, not only by
