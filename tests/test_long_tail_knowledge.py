@@ -4,6 +4,7 @@ names that entry's cause first."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -148,3 +149,94 @@ def test_dataloader_fd_limit_not_a_small_shm() -> None:
     assert [a["verdict"] for a in answers] == ["candidates", "confident"]
     fd = [next(c for c in a["causes"] if c["id"] == "dataloader_fd_limit") for a in answers]
     assert [c["level"] for c in fd] == ["symptom", "signature"] and fd[1]["score"] >= 2 * fd[0]["score"], fd
+
+
+SPAWN_WORKER = "import torch.multiprocessing as mp\n\n\ndef worker(rank, fn):\n    print(rank, fn(rank))\n\n\n"
+SPAWN_MAINS = {  # how the function is defined -> spawn_unpicklable's quoted line for it
+    "local": ("def main():\n    def scale(x):\n        return 2 * x\n    mp.spawn(worker, args=(scale,), nprocs=2)\n\n\n"
+              "if __name__ == '__main__':\n    main()\n", "Can't pickle local object 'main.<locals>.scale'"),
+    "under_main": ("if __name__ == '__main__':\n    def scale(x):\n        return 2 * x\n"
+                   "    mp.spawn(worker, args=(scale,), nprocs=2)\n", "Can't get attribute 'scale' on <module '__mp_main__'"),
+    "module": ("def scale(x):\n    return 2 * x\n\n\nif __name__ == '__main__':\n"
+               "    mp.spawn(worker, args=(scale,), nprocs=2)\n", None),
+}
+
+
+@pytest.mark.parametrize("how", sorted(SPAWN_MAINS))
+def test_spawn_unpicklable_on_a_real_spawn(how: str, tmp_path: Path) -> None:
+    """torch.multiprocessing.spawn with a function defined inside main() or under `if __name__ == "__main__":`
+    fails before any worker runs, as spawn_unpicklable quotes, and the diagnosis names it first; the entry's fix
+    (a module-level function) starts both workers."""
+    main, quoted = SPAWN_MAINS[how]
+    script = tmp_path / f"spawn_{how}.py"
+    script.write_text(SPAWN_WORKER + main, encoding="utf-8")
+    res = run([sys.executable, str(script)], timeout=240, cwd=tmp_path)  # two fresh interpreters import torch
+    assert not res.timed_out, res.output[-2000:]
+    if quoted is None:
+        assert res.returncode == 0 and "0 0" in res.output and "1 2" in res.output, (res.returncode, res.output[-2000:])
+        return
+    assert res.returncode != 0 and quoted in res.output, res.output[-2000:]
+    got = [c["id"] for c in diagnose_text(res.output)["causes"]]
+    assert got and got[0] == "spawn_unpicklable", (got[:3], res.output[-1500:])
+
+
+CORPUS = Path(__file__).resolve().parent.parent / "evals" / "corpus"
+
+
+@pytest.mark.parametrize("case", ["swift-readthedocs-faq-training-q13", "deepspeedai-deepspeed-6525", "openbmb-minicpm-v-694"])
+def test_deepspeed_config_validation_is_a_version_mismatch(case: str) -> None:
+    """DeepSpeed 0.15's pydantic config rejects the float ZeRO-3 bucket size that a trainer's 'auto' computes (train
+    corpus cases, printed by three different trainers): a signature of framework_version_mismatch, not the ZeRO-3
+    words around it."""
+    got = diagnose_text((CORPUS / f"{case}.log").read_text(encoding="utf-8"))["causes"]
+    assert got[0]["id"] == "framework_version_mismatch" and got[0]["level"] == "signature", got[:2]
+
+
+@pytest.mark.parametrize("case", ["iml-dkfz-fd-shifts-3", "lightning-ai-pytorch-lightning-6893"])
+def test_spawn_unpicklable_from_lightning_threads(case: str) -> None:
+    """The pickle messages Lightning's spawn strategy surfaces (train corpus cases: a partial class, a wrapped
+    training_step) are spawn_unpicklable signatures; a context that merely mentions mp.spawn is not."""
+    got = diagnose_text((CORPUS / f"{case}.log").read_text(encoding="utf-8"))["causes"]
+    assert got[0]["id"] == "spawn_unpicklable" and got[0]["level"] == "signature", got[:2]
+    words = diagnose_text("dist.scatter gives wrong results for transposed tensors",
+                          context="2-process mp.spawn demo, NCCL")["causes"]
+    assert "spawn_unpicklable" not in [c["id"] for c in words], words[:3]
+
+
+def test_accelerate_debug_shape_check_is_a_shape_mismatch() -> None:
+    """accelerate's debug mode names each process's shape before the collective (train corpus case quoting the
+    accelerate docs): a collective_shape_mismatch signature, without retrieval's help."""
+    text = (CORPUS / "huggingface-docs-accelerate-debug.log").read_text(encoding="utf-8")
+    got = diagnose_text(text)["causes"]
+    assert got[0]["id"] == "collective_shape_mismatch" and got[0]["level"] == "signature", got[:2]
+    line = next(ln for ln in text.splitlines() if "Cannot apply desired operation" in ln)
+    alone = diagnose_text(line + "\n")["causes"]
+    assert alone[0]["id"] == "collective_shape_mismatch" and alone[0]["level"] == "signature", alone[:2]
+
+
+@pytest.mark.parametrize("case, cause", [
+    ("meta-llama-llama-cookbook-675", "fsdp_mixed_dtype"),           # FSDP over 4-bit (integer) weights
+    ("ssj9596-one-to-all-animation-12", "zero3_partitioned_params"),  # embedding of a ZeRO-3 partition
+    ("nvlabs-funit-23", "ddp_buffer_broadcast_inplace"),              # the version line wrapped onto its own line
+    ("huggingface-trl-722", "local_rank_device"),                     # 8-bit model on GPU 0 in every rank
+    ("lrzjason-t2itrainer-56", "local_rank_device"),
+    ("lin-shang-instructerc-16", "deepspeed_batch_config"),            # a derived batch setting of 0
+    ("hrnet-hrnet-semantic-segmentation-183", "syncbn_without_gpu_ddp"),  # older torch's outside-DDP refusal
+    ("xpixelgroup-basicsr-278", "ddp_buffer_broadcast_inplace"),       # anomaly mode's BatchNorm backward
+])
+def test_framework_messages_are_signatures(case: str, cause: str) -> None:
+    """Library messages of the training frameworks (train corpus cases) are answered by a signature, not only by
+    retrieval of a similar log: the case's own log is left out of retrieval as the eval does."""
+    from distdoctor.diagnose.retrieval import excluding
+
+    with excluding({f"corpus:{case}"}):
+        got = diagnose_text((CORPUS / f"{case}.log").read_text(encoding="utf-8"))["causes"]
+    assert got[0]["id"] == cause and got[0]["level"] == "signature", got[:2]
+
+
+def test_8bit_on_multiple_devices_is_not_a_rank_device() -> None:
+    """accelerate's other 8-bit message (a model spread over several GPUs, a release bug fixed in accelerate) does not
+    carry the per-rank device signature."""
+    text = "ValueError: You can't train a model that has been loaded in 8-bit precision on multiple devices.\n"
+    got = diagnose_text(text)["causes"]
+    assert not got or got[0]["id"] != "local_rank_device" or got[0]["level"] != "signature", got[:2]
