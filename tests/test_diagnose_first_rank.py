@@ -164,3 +164,19 @@ def test_a_quote_that_starts_at_a_raise_source_line_takes_the_ranked_error_line(
     assert log.splitlines()[0].lstrip().startswith("raise ") and "[rank5]:" in log.splitlines()[1]
     ff = diagnose_text(log)["first_failure"]
     assert ff["rank"] == 5 and ff["line"] == 2
+
+
+def test_the_summary_quotes_the_ranks_own_traceback() -> None:
+    """A worker whose main is wrapped in @record writes an error file, and torchrun's summary quotes that rank's
+    traceback ("traceback : Traceback (most recent call last):" ... "NameError: ..."). Where the rank's own lines
+    are missing from the log, that quote is its first failure, not the summary's exitcode line (real log: the
+    train corpus case pytorch/pytorch#73465, rank 304 of a Slurm job)."""
+    case = Path(__file__).resolve().parent.parent / "evals" / "corpus" / "pytorch-pytorch-73465.log"
+    text = case.read_text(encoding="utf-8")
+    first = diagnose_text(text)["first_failure"]
+    assert first["rank"] == 304 and first["text"].strip() == "NameError: name 'die' is not defined", first
+    # with the rank's own traceback earlier in the log, that one stays the first failure
+    own = "[rank304]: Traceback (most recent call last):\n[rank304]:   File \"train.py\", line 3, in <module>\n" \
+          "[rank304]: ValueError: bad shard\n"
+    first = diagnose_text(own + text)["first_failure"]
+    assert first["rank"] == 304 and "ValueError: bad shard" in first["text"], first

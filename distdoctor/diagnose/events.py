@@ -44,6 +44,8 @@ DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
 SUMMARY_TIME = re.compile(r"^\s*time\s*:\s*(?P<time>\S+)")
+# a summary entry whose worker wrote its error file (@record): torchrun quotes the rank's own traceback
+SUMMARY_TRACEBACK = re.compile(r"^\s*traceback\s*:\s*Traceback \(most recent call last\)")
 SIGTERM = -15  # the agent's own stop signal to the workers left after a failure
 SIGABRT = -6
 # srun's report of its tasks (a task id is the rank where srun starts the workers itself):
@@ -90,6 +92,7 @@ class Event:
         return self.first.rank
 
     inherited_ts: tuple | None = None   # from the logging line just before a traceback
+    reported: bool = False              # a rank's traceback that torchrun's summary quotes (@record's error file)
 
     @property
     def ts(self) -> tuple | None:
@@ -104,7 +107,7 @@ class Event:
 
     @property
     def is_agent(self) -> bool:
-        return any(AGENT.search(ln.text) for ln in self.lines)
+        return not self.reported and any(AGENT.search(ln.text) for ln in self.lines)
 
     @property
     def is_echo(self) -> bool:
@@ -179,6 +182,7 @@ class EventBuilder:
         self.torchrun_seen = False                # torchrun's agent wrote to these logs
         self._colon: dict[int, Event] = {}
         self._last_tb: dict[int, Event] = {}
+        self._reported: Line | None = None          # the summary's "traceback : Traceback ..." line being read
         self._last_ts: dict[int, tuple[int, tuple]] = {}
         self._seen: set[tuple[int, int | None]] = set()  # (source, rank) pairs that had a line before
         self._seen_first: dict[tuple[int, int | None], Line] = {}  # the first line of each pair
@@ -279,6 +283,12 @@ class EventBuilder:
         if m and self.summary and self.summary[-1].exitcode is None:
             self.summary[-1].exitcode = int(m["code"] or m["code2"])
             self.summary[-1].exit_line = ln
+            return
+        if self.summary and SUMMARY_TRACEBACK.match(body):
+            rank = self.summary[-1].rank
+            if not any(e.rank == rank and e.is_error for e in self.events):  # the rank's own lines say it already
+                ln.rank, ln.local, ln.by_task = rank, False, False
+                self._reported = ln
 
     def _adopt(self, ln: Line, body: str) -> None:
         """An unprefixed exception line whose message names its rank ("... on ranks. Rank 1 is running
@@ -355,7 +365,7 @@ class EventBuilder:
         if TRACEBACK.search(body):
             if ev is not None:
                 ev.closed = True
-            ev = Event("traceback", ln, [ln])
+            ev = Event("traceback", ln, [ln], reported=ln is self._reported)
             if last_ts is not None and ln.line - last_ts[0] <= 3:
                 ev.inherited_ts = last_ts[1]
             self.open[key] = ev
