@@ -139,3 +139,16 @@ def test_a_held_out_case_whose_thread_the_knowledge_base_cites_is_not_counted_as
     out = corpus_eval.to_json(results)
     assert "heldout" not in out["splits"] and out["splits"]["heldout_cited"]["n"] == 1
     assert "| held out, but its thread is cited" in corpus_eval.render_markdown(results)
+
+
+def test_held_out_cases_someone_saw_are_scored_apart() -> None:
+    """evals/corpus/SEEN_HELDOUT.yaml lists held-out cases a developer saw: each is a held-out case of the corpus,
+    and the eval moves it to `heldout_cited`, outside the held-out figures."""
+    root = Path(__file__).resolve().parent.parent
+    seen_file = root / "evals" / "corpus" / "SEEN_HELDOUT.yaml"
+    seen = {corpus_eval.normal_url(e["source"]) for e in yaml.safe_load(seen_file.read_text(encoding="utf-8"))}
+    cases = load_corpus(root / "evals" / "corpus")
+    held = {corpus_eval.normal_url(c.source) for c in cases if c.split == "heldout"}
+    assert seen and seen <= held, seen - held
+    marked = corpus_eval.mark_cited(cases, corpus_eval.cited_sources(root))
+    assert {c.split for c in marked if corpus_eval.normal_url(c.source) in seen} == {"heldout_cited"}

@@ -35,10 +35,14 @@ def normal_url(url: str) -> str:
 
 def cited_sources(root: Path = paths.ROOT) -> set[str]:
     """Every thread the knowledge base quotes or cites: URLs in references/*.md and the sources of the public
-    logs of tests/data/logs (their signatures were written from them)."""
+    logs of tests/data/logs (their signatures were written from them); and the held-out cases listed in
+    evals/corpus/SEEN_HELDOUT.yaml, which a developer saw."""
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted((root / "references").glob("*.md"))]
     texts += [p.read_text(encoding="utf-8", errors="replace")
               for p in sorted((root / "tests" / "data" / "logs").glob("public_*.meta.yaml"))]
+    seen = root / "evals" / "corpus" / "SEEN_HELDOUT.yaml"  # held-out cases a developer saw: not unseen either
+    if seen.is_file():
+        texts.append(seen.read_text(encoding="utf-8", errors="replace"))
     return {normal_url(u) for t in texts for u in URL.findall(t)}
 
 
