@@ -374,8 +374,6 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         for ev in evidence:
             ev["level"] = calibrate.level_of(ev)
             ev.pop("symptom", None)
-            if first_line is None and ev.get("kind") == "hint" and ev["level"] == "signature":
-                ev["level"] = "symptom"  # a hint reads a line that is no failure; with no failure found, a candidate
         level = calibrate.cause_level(evidence)
         # the strongest evidence first, so the first lines shown are what the answer rests on
         evidence.sort(key=lambda ev: -calibrate.LEVELS.index(ev["level"]))
