@@ -58,8 +58,11 @@ def _is_threshold(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Name) and any(k in node.value.lower() for k in ("min", "need", "requir", "gpu"))
 
 
-def _is_number(node: cst.CSTNode, *values: int) -> bool:
-    return isinstance(node, cst.Integer) and node.evaluated_value in values
+# `count OP n` read with the count on the left: true on any machine with a GPU, or only on one without
+_MIRROR = {cst.LessThan: cst.GreaterThan, cst.GreaterThan: cst.LessThan,
+           cst.LessThanEqual: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThanEqual}
+_ANY_GPU = {(cst.GreaterThan, 0), (cst.GreaterThanEqual, 1), (cst.NotEqual, 0)}
+_NO_GPU = {(cst.LessThan, 1), (cst.LessThanEqual, 0), (cst.Equal, 0)}
 
 
 def _is_skip(exc: cst.BaseExpression | None) -> bool:
@@ -267,19 +270,9 @@ class Transformer(PatchCommand):
     def _any_gpu(self, test: cst.BaseExpression) -> bool:
         """test asks for a GPU at all, not for a minimum number (`is_available()`, `device_count() > 0`,
         `n_gpus >= 1`): on a machine with a GPU it holds, so warning in its place changes nothing there."""
-        if self._is_gpu_call(test, AVAILABLE) and qualified_names(self, test.func) & AVAILABLE:
+        if isinstance(test, cst.Call) and qualified_names(self, test.func) & (AVAILABLE | COUNT):
             return True
-        if self._is_gpu_call(test, COUNT) and qualified_names(self, test.func) & COUNT:
-            return True
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-            op, right = test.comparisons[0].operator, test.comparisons[0].comparator
-            return (self._counts_gpus(test.left) and (
-                isinstance(op, cst.GreaterThan) and _is_number(right, 0)
-                or isinstance(op, cst.GreaterThanEqual) and _is_number(right, 1)
-                or isinstance(op, cst.NotEqual) and _is_number(right, 0))) or (self._counts_gpus(right) and (
-                isinstance(op, cst.LessThan) and _is_number(test.left, 0)
-                or isinstance(op, cst.LessThanEqual) and _is_number(test.left, 1)))
-        return False
+        return self._count_vs_number(test) in _ANY_GPU
 
     def _no_gpu_at_all(self, test: cst.BaseExpression) -> bool:
         """test holds only where there is no GPU (`not is_available()`, `device_count() < 1`, `n_gpus == 0`)."""
@@ -287,14 +280,18 @@ class Transformer(PatchCommand):
             return self._any_gpu(test.expression)
         if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
             return self._no_gpu_at_all(test.left) and self._no_gpu_at_all(test.right)
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-            op, right = test.comparisons[0].operator, test.comparisons[0].comparator
-            return (self._counts_gpus(test.left) and (
-                isinstance(op, cst.LessThan) and _is_number(right, 1)
-                or isinstance(op, (cst.LessThanEqual, cst.Equal)) and _is_number(right, 0))) or (
-                self._counts_gpus(right) and (isinstance(op, cst.GreaterThan) and _is_number(test.left, 1)
-                                              or isinstance(op, cst.GreaterThanEqual) and _is_number(test.left, 0)))
-        return False
+        return self._count_vs_number(test) in _NO_GPU
+
+    def _count_vs_number(self, test: cst.BaseExpression) -> tuple[type, int] | None:
+        """(operator type, n) of `gpu_count OP n` or `n OP gpu_count` (<, <=, >, >= mirrored), n an integer."""
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return None
+        op, right = test.comparisons[0].operator, test.comparisons[0].comparator
+        if isinstance(right, cst.Integer) and self._counts_gpus(test.left):
+            return type(op), right.evaluated_value
+        if isinstance(test.left, cst.Integer) and type(op) in _MIRROR and self._counts_gpus(right):
+            return _MIRROR[type(op)], test.left.evaluated_value
+        return None
 
     def _under_available(self, node: cst.CSTNode) -> bool:
         """node is in the body of `if torch.cuda.is_available():` (this patch's own guard, or the user's)."""
