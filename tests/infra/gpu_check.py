@@ -26,6 +26,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+from distdoctor.runner import run_torchrun  # noqa: E402  (stdlib only: runs where libcst is absent)
 PROGRAMS = HERE / "gpu_programs"
 
 # (fixture or program, script args) that the CPU tests patch and run on 2 gloo ranks
@@ -91,16 +93,10 @@ def prepare(out: Path) -> int:
 
 
 def _torchrun(script: Path, nproc: int, env: dict[str, str], cwd: Path, timeout: float) -> tuple[str, int, float]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", str(script)]
+    """(output, exit code or 124 on timeout, seconds): the project's runner, which kills every rank on timeout."""
     start = time.monotonic()
-    try:
-        done = subprocess.run(cmd, cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True,
-                              timeout=timeout, start_new_session=True)
-        return done.stdout + done.stderr, done.returncode, time.monotonic() - start
-    except subprocess.TimeoutExpired as exc:
-        text = (exc.stdout or b"").decode() + (exc.stderr or b"").decode() if isinstance(exc.stdout, bytes) \
-            else (exc.stdout or "") + (exc.stderr or "")
-        return text + f"\n[gpu_check] timed out after {timeout:.0f} s", 124, time.monotonic() - start
+    res = run_torchrun(script, nproc, timeout=timeout, cwd=cwd, env=env)
+    return res.output, 124 if res.timed_out else res.returncode, time.monotonic() - start
 
 
 def _header(cmd: str, env: dict[str, str]) -> str:
