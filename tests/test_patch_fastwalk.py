@@ -109,6 +109,25 @@ def test_formatting_nodes_hold_only_formatting_nodes():
                 assert type(node) in fastwalk.FORMATTING, (type(parent), type(node))
 
 
+def test_leaf_nodes_hold_only_formatting_nodes():
+    """Skipping a LEAVES node (once FORMATTING is skipped) skips no callback below it."""
+    seen = set()
+    for _, source in _sources():
+        module = cst.parse_module(source)
+        parents = MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.ParentNodeProvider)
+        for node, parent in parents.items():
+            if type(parent) in fastwalk.LEAVES:
+                seen.add(type(parent))
+                assert type(node) in fastwalk.FORMATTING, (type(parent), type(node))
+    assert cst.Name in seen  # (a name with whitespace or parentheses around it)
+
+
+def test_unhandled_leaves():
+    assert fastwalk.unhandled_leaves({"leave_Call"}) == fastwalk.LEAVES
+    assert cst.Name not in fastwalk.unhandled_leaves({"leave_Name", "visit_Call"})
+    assert cst.SimpleString not in fastwalk.unhandled_leaves({"visit_SimpleString_value"})
+
+
 def _all_nodes(module: cst.Module) -> list[cst.CSTNode]:
     return [module, *MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.ParentNodeProvider)]
 

@@ -288,6 +288,11 @@ class _Combined(cst.CSTTransformer):
         if all(b is not None for b in self.blocked):
             self._below.append(None)
             return self.on_leave(module, module)  # nobody wants the traversal: only leave_Module runs
+        if self.prune is fastwalk.FORMATTING:
+            # a patch whose visit_Module returned False gets no callback below the module: only the others'
+            # methods say which leaf nodes (names, numbers, strings) the traversal must still visit
+            live = {name for own, b in zip(self._own, self.blocked) if b is None for name in own}
+            self.prune = fastwalk.FORMATTING | fastwalk.unhandled_leaves(live)
         return fastwalk.transform(module, self, self.attributes, self.prune)
 
     def on_visit(self, node: cst.CSTNode) -> bool:

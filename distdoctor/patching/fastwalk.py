@@ -51,6 +51,17 @@ def _formatting() -> frozenset[type]:
 FORMATTING = _formatting()
 FORMATTING_NAMES = frozenset(t.__name__ for t in FORMATTING)
 NOTHING: frozenset[type] = frozenset()
+# nodes whose fields hold only FORMATTING nodes or plain values: with FORMATTING pruned, a visit there
+# calls the node's own visit_X / leave_X and nothing below it
+LEAVES: frozenset[type] = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
+                                     cst.Ellipsis, cst.Pass, cst.Break, cst.Continue})
+
+
+def unhandled_leaves(names) -> frozenset[type]:
+    """The LEAVES classes for which no visit_X / leave_X (nor visit_X_field) method is among `names`: a
+    traversal that already skips FORMATTING may skip those nodes too, nothing would be called there."""
+    handled = {name.split("_")[1] for name in names if name.startswith(("visit_", "leave_"))}
+    return frozenset(t for t in LEAVES if t.__name__ not in handled)
 
 
 def handles_formatting(names) -> bool:
