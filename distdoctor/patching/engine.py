@@ -362,17 +362,29 @@ _PREAMBLE = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())]) | m.Sim
 
 def _add_imports(visitor: AddImportsVisitor, tree: cst.Module) -> cst.Module:
     """AddImportsVisitor reads and changes only the module's leading import block (after a docstring) and
-    the first statement after it: run it on that head alone, not on the whole file (two full traversals
-    of an 11k-line file take seconds), and put the rest of the body back unchanged."""
+    the leading lines of the first statement after it: run it on that head alone, not on the whole file
+    (two full traversals of an 11k-line file take seconds), and put the rest of the body back unchanged.
+    That first statement (often a class of thousands of lines, walked twice by the visitor) is stood in
+    for by a `pass` line with its leading lines, which get back onto the statement when they changed."""
     body = tree.body
-    n = len(body)
+    n, first = len(body), None
     for i, stmt in enumerate(body):
         if (i == 0 and m.matches(stmt, _PREAMBLE)) or m.matches(stmt, _IMPORT_LINE):
             continue
-        n = i + 1
+        n, first = i + 1, stmt
         break
-    head = fastwalk.transform(tree.with_changes(body=body[:n]), visitor)  # transform_module_impl's visit
-    return head.with_changes(body=[*head.body, *body[n:]])
+    head_body = list(body[:n])
+    stand_in = None
+    if first is not None:
+        stand_in = head_body[-1] = cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=first.leading_lines)
+    head = fastwalk.transform(tree.with_changes(body=head_body), visitor)  # transform_module_impl's visit
+    new_body = list(head.body)
+    if stand_in is not None:
+        last = new_body[-1]  # AddImportsVisitor keeps the statements after the imports last, in order
+        if last is not stand_in and getattr(last, "body", None) is not stand_in.body:
+            raise AssertionError("AddImportsVisitor moved the statement after the imports")
+        new_body[-1] = first if last is stand_in else first.with_changes(leading_lines=last.leading_lines)
+    return head.with_changes(body=[*new_body, *body[n:]])
 
 
 def unified_diff(old: str, new: str, label: str) -> str:

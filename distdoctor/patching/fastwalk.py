@@ -24,7 +24,8 @@ from typing import Iterator
 import libcst as cst
 from libcst import CSTNode, CSTValidationError, CSTVisitor, FlattenSentinel, RemovalSentinel
 from libcst.metadata.expression_context_provider import ExpressionContextVisitor
-from libcst.metadata.scope_provider import ScopeVisitor
+from libcst.metadata.base_provider import BaseMetadataProvider
+from libcst.metadata.scope_provider import _ASSIGNMENT_LIKE_NODES, ScopeVisitor
 
 _ORIGINAL_VISIT = CSTNode.visit
 
@@ -178,6 +179,77 @@ def _walk(node: CSTNode, visitor: CSTVisitor, plan, prune: frozenset[type]) -> N
     visitor.on_leave(node)
 
 
+def _dispatch_walk(node: CSTNode, visitor: CSTVisitor, plan, prune: frozenset[type], visits: dict,
+                   leaves: dict, scopes: dict | None) -> None:
+    """_walk for a visitor whose on_visit/on_leave are CSTVisitor's own (or ScopeVisitor's, `scopes` not
+    None): their work done here, with each visit_X / leave_X looked up once per node class (`visits`,
+    `leaves`; None for libcst's no-op stubs, which are not called). ScopeVisitor.on_leave's
+    `isinstance(node, _ASSIGNMENT_LIKE_NODES)` (abstract-class checks against 18 classes, per node) is
+    answered per node class too (`scopes`)."""
+    kind = type(node)
+    fn = visits[kind] if kind in visits else _method(visitor, "visit_", kind, visits)
+    if fn is None or fn(visitor, node) is not False:
+        names = _ORDER.get(kind) or fields(node)
+        hooks = None if plan is None else names if plan is True else plan.get(kind.__name__)
+        for name in names:
+            value = getattr(node, name)
+            hook = hooks is not None and name in hooks
+            if hook:
+                visitor.on_visit_attribute(node, name)
+            vkind = type(value)
+            if vkind is tuple or vkind is list:
+                for child in value:
+                    if type(child) not in prune:
+                        _dispatch_walk(child, visitor, plan, prune, visits, leaves, scopes)
+            elif vkind not in prune and (_IS_NODE.get(vkind) or (vkind not in _IS_NODE and _is_node(vkind))):
+                _dispatch_walk(value, visitor, plan, prune, visits, leaves, scopes)
+            if hook:
+                visitor.on_leave_attribute(node, name)
+    if scopes is not None:  # ScopeVisitor.on_leave: set_metadata, the assignment count, CSTVisitor.on_leave
+        scope = visitor.scope
+        visitor.provider._computed[node] = scope
+        like = scopes.get(kind)
+        if like is None:
+            like = scopes[kind] = issubclass(kind, _ASSIGNMENT_LIKE_NODES)
+        if like:
+            scope._assignment_count += 1
+    fn = leaves[kind] if kind in leaves else _method(visitor, "leave_", kind, leaves)
+    if fn is not None:
+        fn(visitor, node)
+
+
+def _method(visitor: CSTVisitor, prefix: str, kind: type, table: dict):
+    """The function `getattr(visitor, prefix + kind.__name__, None)` calls, or None when there is none or
+    it is one of libcst's no-op stubs (recorded in table, per visitor class)."""
+    fn = getattr(type(visitor), prefix + kind.__name__, None)
+    if fn is not None and getattr(fn, "__module__", "").startswith(_STUBS):
+        fn = None
+    table[kind] = fn
+    return fn
+
+
+_DISPATCH: dict[type, tuple[dict, dict, dict | None] | None] = {}
+_ASSIGNMENT_SCOPES: dict[type, bool] = {}
+
+
+def _dispatch(visitor: CSTVisitor):
+    """(visits, leaves, scopes) tables for _dispatch_walk, or None when the visitor's class has on_visit /
+    on_leave of its own (other than ScopeVisitor's) or its instance holds visit_/leave_ attributes."""
+    kind = type(visitor)
+    if kind not in _DISPATCH:
+        # ScopeVisitor.on_leave: `self.provider.set_metadata(node, self.scope)`, a count of assignment-like
+        # nodes, CSTVisitor.on_leave; done by _dispatch_walk while set_metadata is the plain one
+        scope_leave = kind.on_leave is ScopeVisitor.on_leave
+        ok = kind.on_visit is CSTVisitor.on_visit and (kind.on_leave is CSTVisitor.on_leave or scope_leave)
+        _DISPATCH[kind] = ({}, {}, _ASSIGNMENT_SCOPES if scope_leave else None) if ok else None
+    found = _DISPATCH[kind]
+    if found is None or any(k.startswith(("visit_", "leave_")) for k in getattr(visitor, "__dict__", ())):
+        return None
+    if found[2] is not None and type(visitor.provider).set_metadata is not BaseMetadataProvider.set_metadata:
+        return None
+    return found
+
+
 _IS_VISITOR: dict[type, bool] = {}
 
 
@@ -190,7 +262,11 @@ def _visit(self: CSTNode, visitor):
     if not is_visitor:
         return _ORIGINAL_VISIT(self, visitor)
     plan = attribute_plan(visitor)
-    _walk(self, visitor, plan, _prunable(visitor, plan))
+    tables = _dispatch(visitor)
+    if tables is None:
+        _walk(self, visitor, plan, _prunable(visitor, plan))
+    else:
+        _dispatch_walk(self, visitor, plan, _prunable(visitor, plan), *tables)
     return self
 
 
