@@ -222,3 +222,27 @@ def test_only_known_conditional_fields():
                                 if not test.startswith("isinstance("):  # ImportFrom names: by value type
                                     conditional.add((node.name, test))
     assert {name for name, _ in conditional} == {t.__name__ for t in fastwalk._CONDITIONAL}
+
+
+def test_scope_walk_counts_assignments_as_libcst():
+    """The dispatching walk does ScopeVisitor.on_leave's work itself: every scope ends with libcst's
+    assignment count, every assignment and access with libcst's index, and each access sees the same
+    assignments."""
+    for source in (SYNTAX, TORCH_SAMPLE[1].read_text() if TORCH_SAMPLE[1].is_file() else SYNTAX):
+        plain_module, fast_module = cst.parse_module(source), cst.parse_module(source)
+        plain = MetadataWrapper(plain_module, unsafe_skip_copy=True).resolve(ScopeProvider)
+        with fastwalk.visitors(tables=True):
+            fast = MetadataWrapper(fast_module, unsafe_skip_copy=True).resolve(ScopeProvider)
+
+        def facts(table):
+            scopes = list(dict.fromkeys(s for s in table.values() if s is not None))
+            out = []
+            for scope in scopes:
+                assigned = sorted((a.name, a._Assignment__index) for a in scope.assignments
+                                  if hasattr(a, "_Assignment__index"))
+                accessed = sorted((a.node.value if isinstance(a.node, cst.Name) else type(a.node).__name__,
+                                   a._Access__index, len(a.referents)) for a in scope.accesses)
+                out.append((type(scope).__name__, scope._assignment_count, assigned, accessed))
+            return out
+
+        assert facts(fast) == facts(plain) and facts(plain)

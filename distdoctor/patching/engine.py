@@ -24,13 +24,12 @@ from types import ModuleType
 from typing import Callable, Iterable, Iterator, Sequence
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.codemod import CodemodContext, SkipFile
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper
 
 from distdoctor import paths
-from distdoctor.patching import fastcst, fastmeta, fastwalk
+from distdoctor.patching import fastcst, fastimports, fastmeta, fastwalk
 from distdoctor.patching.base import Change, PatchCommand, PatchOptions
 
 BOM = "\ufeff"
@@ -223,8 +222,9 @@ def _apply_imports(command: PatchCommand, tree: cst.Module) -> cst.Module:
     for key, helper in ((AddImportsVisitor.CONTEXT_KEY, AddImportsVisitor),
                         (RemoveImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor)):
         if key in command.context.scratch:
-            visitor = helper(command.context)
-            tree = _add_imports(visitor, tree) if helper is AddImportsVisitor else visitor.transform_module(tree)
+            with fastimports.matcher_scans():
+                visitor = helper(command.context)
+                tree = _add_imports(visitor, tree) if helper is AddImportsVisitor else visitor.transform_module(tree)
     return tree
 
 
@@ -355,36 +355,9 @@ def _is_attribute_method(name: str) -> bool:
     return parts[0] in ("visit", "leave") and len(parts) >= 3 and parts[1][:1].isupper()
 
 
-_IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
-_PREAMBLE = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())]) | m.SimpleStatementLine(
-    body=[m.Assign(targets=[m.AssignTarget(target=m.Name("__strict__"))])])
-
-
 def _add_imports(visitor: AddImportsVisitor, tree: cst.Module) -> cst.Module:
-    """AddImportsVisitor reads and changes only the module's leading import block (after a docstring) and
-    the leading lines of the first statement after it: run it on that head alone, not on the whole file
-    (two full traversals of an 11k-line file take seconds), and put the rest of the body back unchanged.
-    That first statement (often a class of thousands of lines, walked twice by the visitor) is stood in
-    for by a `pass` line with its leading lines, which get back onto the statement when they changed."""
-    body = tree.body
-    n, first = len(body), None
-    for i, stmt in enumerate(body):
-        if (i == 0 and m.matches(stmt, _PREAMBLE)) or m.matches(stmt, _IMPORT_LINE):
-            continue
-        n, first = i + 1, stmt
-        break
-    head_body = list(body[:n])
-    stand_in = None
-    if first is not None:
-        stand_in = head_body[-1] = cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=first.leading_lines)
-    head = fastwalk.transform(tree.with_changes(body=head_body), visitor)  # transform_module_impl's visit
-    new_body = list(head.body)
-    if stand_in is not None:
-        last = new_body[-1]  # AddImportsVisitor keeps the statements after the imports last, in order
-        if last is not stand_in and getattr(last, "body", None) is not stand_in.body:
-            raise AssertionError("AddImportsVisitor moved the statement after the imports")
-        new_body[-1] = first if last is stand_in else first.with_changes(leading_lines=last.leading_lines)
-    return head.with_changes(body=[*new_body, *body[n:]])
+    """AddImportsVisitor's transform, run on the module's head only (distdoctor.patching.fastimports)."""
+    return fastimports.add_imports(visitor, tree)
 
 
 def unified_diff(old: str, new: str, label: str) -> str:

@@ -58,6 +58,24 @@ LEAVES: frozenset[type] = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imagi
                                      cst.Ellipsis, cst.Pass, cst.Break, cst.Continue})
 
 
+class AllBut:
+    """A prune set holding every class but the ones in `keep` (`type(node) in prune` for any node)."""
+
+    __slots__ = ("keep",)
+
+    def __init__(self, keep) -> None:
+        self.keep = frozenset(keep)
+
+    def __contains__(self, kind: object) -> bool:
+        return kind not in self.keep
+
+
+def walk_only(visitor_class: type, keep) -> None:
+    """Read-only walks of visitor_class (under visitors()) visit only nodes of the classes in `keep` and
+    their kept descendants: for a visitor the caller knows does nothing at any other node."""
+    _PRUNE[visitor_class] = AllBut(keep)
+
+
 def unhandled_leaves(names) -> frozenset[type]:
     """The LEAVES classes for which no visit_X / leave_X (nor visit_X_field) method is among `names`: a
     traversal that already skips FORMATTING may skip those nodes too, nothing would be called there."""
@@ -243,11 +261,17 @@ def _dispatch(visitor: CSTVisitor):
         ok = kind.on_visit is CSTVisitor.on_visit and (kind.on_leave is CSTVisitor.on_leave or scope_leave)
         _DISPATCH[kind] = ({}, {}, _ASSIGNMENT_SCOPES if scope_leave else None) if ok else None
     found = _DISPATCH[kind]
-    if found is None or any(k.startswith(("visit_", "leave_")) for k in getattr(visitor, "__dict__", ())):
+    if found is None or visitor is _CHECKED[0]:
+        return found
+    if any(k.startswith(("visit_", "leave_")) for k in getattr(visitor, "__dict__", ())):
         return None
     if found[2] is not None and type(visitor.provider).set_metadata is not BaseMetadataProvider.set_metadata:
         return None
+    _CHECKED[0] = visitor  # the scope visitor walks many subtrees itself: checked once
     return found
+
+
+_CHECKED: list = [None]
 
 
 _IS_VISITOR: dict[type, bool] = {}
@@ -270,7 +294,7 @@ def _visit(self: CSTNode, visitor):
     return self
 
 
-_PRUNE: dict[type, frozenset[type]] = {}
+_PRUNE: dict[type, frozenset[type] | AllBut] = {}
 TABLE_VISITORS = frozenset({ExpressionContextVisitor, ScopeVisitor})  # see visitors(tables=...)
 _TABLES = [False]
 
@@ -304,6 +328,7 @@ def visitors(tables: bool = False) -> Iterator[None]:
         yield
     finally:
         CSTNode.visit, _TABLES[0] = outer, outer_tables
+        _CHECKED[0] = None
 
 
 class _Replay(cst.CSTTransformer):
