@@ -120,6 +120,9 @@ class Positions(LazyTable):
         return CodeRange(CodePosition(line, column), CodePosition(end_line, end_column))
 
 
+_MISSING = object()
+
+
 class QualifiedNames(LazyTable):
     """QualifiedNameProvider's table: every node -> its scope's qualified names for it, computed (and kept)
     on first access; the ScopeProvider is resolved on the first question."""
@@ -131,8 +134,9 @@ class QualifiedNames(LazyTable):
         self._done: dict[cst.CSTNode, object] = {}
 
     def __getitem__(self, node: cst.CSTNode):
-        if node in self._done:
-            return self._done[node]
+        names = self._done.get(node, _MISSING)  # one hash of the node (CSTNode.__hash__ is Python code)
+        if names is not _MISSING:
+            return names
         if node not in self._keys:
             raise KeyError(node)
         if self._scopes is None:
