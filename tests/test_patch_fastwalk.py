@@ -246,3 +246,27 @@ def test_scope_walk_counts_assignments_as_libcst():
             return out
 
         assert facts(fast) == facts(plain) and facts(plain)
+
+
+class _Static(cst.CSTVisitor):
+    """visit_/leave_ methods that are not plain functions: the dispatching walk calls them as libcst does."""
+
+    seen: list[str] = []
+
+    @staticmethod
+    def visit_Name(node):
+        _Static.seen.append(node.value)
+
+    @classmethod
+    def leave_Name(cls, node):
+        cls.seen.append("/" + node.value)
+
+
+def test_dispatch_calls_static_and_class_methods_as_libcst():
+    module = cst.parse_module("a = b(c)\n")
+    _Static.seen = []
+    module.visit(_Static())
+    plain, _Static.seen = _Static.seen, []
+    with fastwalk.visitors():
+        module.visit(_Static())
+    assert _Static.seen == plain == ["a", "/a", "b", "/b", "c", "/c"]

@@ -19,6 +19,8 @@ fields, recorded once per node class (and per presence of the one conditionally 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from inspect import getattr_static
+from types import FunctionType
 from typing import Iterator
 
 import libcst as cst
@@ -239,9 +241,12 @@ def _dispatch_walk(node: CSTNode, visitor: CSTVisitor, plan, prune: frozenset[ty
 def _method(visitor: CSTVisitor, prefix: str, kind: type, table: dict):
     """The function `getattr(visitor, prefix + kind.__name__, None)` calls, or None when there is none or
     it is one of libcst's no-op stubs (recorded in table, per visitor class)."""
-    fn = getattr(type(visitor), prefix + kind.__name__, None)
+    name = prefix + kind.__name__
+    fn = getattr(type(visitor), name, None)
     if fn is not None and getattr(fn, "__module__", "").startswith(_STUBS):
         fn = None
+    elif fn is not None and not isinstance(getattr_static(type(visitor), name), FunctionType):  # a static method...
+        fn = lambda v, node: getattr(v, name)(node)  # noqa: E731 - called as the plain functions are
     table[kind] = fn
     return fn
 
