@@ -109,6 +109,25 @@ def test_formatting_nodes_hold_only_formatting_nodes():
                 assert type(node) in fastwalk.FORMATTING, (type(parent), type(node))
 
 
+def test_leaf_nodes_hold_only_formatting_nodes():
+    """Skipping a LEAVES node (once FORMATTING is skipped) skips no callback below it."""
+    seen = set()
+    for _, source in _sources():
+        module = cst.parse_module(source)
+        parents = MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.ParentNodeProvider)
+        for node, parent in parents.items():
+            if type(parent) in fastwalk.LEAVES:
+                seen.add(type(parent))
+                assert type(node) in fastwalk.FORMATTING, (type(parent), type(node))
+    assert cst.Name in seen  # (a name with whitespace or parentheses around it)
+
+
+def test_unhandled_leaves():
+    assert fastwalk.unhandled_leaves({"leave_Call"}) == fastwalk.LEAVES
+    assert cst.Name not in fastwalk.unhandled_leaves({"leave_Name", "visit_Call"})
+    assert cst.SimpleString not in fastwalk.unhandled_leaves({"visit_SimpleString_value"})
+
+
 def _all_nodes(module: cst.Module) -> list[cst.CSTNode]:
     return [module, *MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.ParentNodeProvider)]
 
@@ -203,3 +222,51 @@ def test_only_known_conditional_fields():
                                 if not test.startswith("isinstance("):  # ImportFrom names: by value type
                                     conditional.add((node.name, test))
     assert {name for name, _ in conditional} == {t.__name__ for t in fastwalk._CONDITIONAL}
+
+
+def test_scope_walk_counts_assignments_as_libcst():
+    """The dispatching walk does ScopeVisitor.on_leave's work itself: every scope ends with libcst's
+    assignment count, every assignment and access with libcst's index, and each access sees the same
+    assignments."""
+    for source in (SYNTAX, TORCH_SAMPLE[1].read_text() if TORCH_SAMPLE[1].is_file() else SYNTAX):
+        plain_module, fast_module = cst.parse_module(source), cst.parse_module(source)
+        plain = MetadataWrapper(plain_module, unsafe_skip_copy=True).resolve(ScopeProvider)
+        with fastwalk.visitors(tables=True):
+            fast = MetadataWrapper(fast_module, unsafe_skip_copy=True).resolve(ScopeProvider)
+
+        def facts(table):
+            scopes = list(dict.fromkeys(s for s in table.values() if s is not None))
+            out = []
+            for scope in scopes:
+                assigned = sorted((a.name, a._Assignment__index) for a in scope.assignments
+                                  if hasattr(a, "_Assignment__index"))
+                accessed = sorted((a.node.value if isinstance(a.node, cst.Name) else type(a.node).__name__,
+                                   a._Access__index, len(a.referents)) for a in scope.accesses)
+                out.append((type(scope).__name__, scope._assignment_count, assigned, accessed))
+            return out
+
+        assert facts(fast) == facts(plain) and facts(plain)
+
+
+class _Static(cst.CSTVisitor):
+    """visit_/leave_ methods that are not plain functions: the dispatching walk calls them as libcst does."""
+
+    seen: list[str] = []
+
+    @staticmethod
+    def visit_Name(node):
+        _Static.seen.append(node.value)
+
+    @classmethod
+    def leave_Name(cls, node):
+        cls.seen.append("/" + node.value)
+
+
+def test_dispatch_calls_static_and_class_methods_as_libcst():
+    module = cst.parse_module("a = b(c)\n")
+    _Static.seen = []
+    module.visit(_Static())
+    plain, _Static.seen = _Static.seen, []
+    with fastwalk.visitors():
+        module.visit(_Static())
+    assert _Static.seen == plain == ["a", "/a", "b", "/b", "c", "/c"]

@@ -332,6 +332,13 @@ def nodes_of(visitor: cst.MetadataDependent, *types: type) -> list[cst.CSTNode]:
         _LAST_INDEX = (wrapper, index)  # one file at a time: the index of the wrapper last asked
     if len(types) == 1:
         return list(index.get(types[0], ()))
-    order = {id(n): i for i, n in enumerate(metadata_table(visitor, PositionProvider))} if len(types) > 1 else {}
+    order = index.get(_ORDER)  # every node's place in the table, made on the first multi-type question
+    if order is None or wrapper is None:
+        order = {id(n): i for i, n in enumerate(metadata_table(visitor, PositionProvider))}
+        if wrapper is not None:
+            index[_ORDER] = order
     found = [n for t in types for n in index.get(t, ())]
     return sorted(found, key=lambda n: order[id(n)])
+
+
+_ORDER = object()  # the key of the node order in a nodes_of index (no node class)

@@ -24,13 +24,12 @@ from types import ModuleType
 from typing import Callable, Iterable, Iterator, Sequence
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.codemod import CodemodContext, SkipFile
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper
 
 from distdoctor import paths
-from distdoctor.patching import fastcst, fastmeta, fastwalk
+from distdoctor.patching import fastcst, fastimports, fastmeta, fastwalk
 from distdoctor.patching.base import Change, PatchCommand, PatchOptions
 
 BOM = "\ufeff"
@@ -223,8 +222,9 @@ def _apply_imports(command: PatchCommand, tree: cst.Module) -> cst.Module:
     for key, helper in ((AddImportsVisitor.CONTEXT_KEY, AddImportsVisitor),
                         (RemoveImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor)):
         if key in command.context.scratch:
-            visitor = helper(command.context)
-            tree = _add_imports(visitor, tree) if helper is AddImportsVisitor else visitor.transform_module(tree)
+            with fastimports.matcher_scans():
+                visitor = helper(command.context)
+                tree = _add_imports(visitor, tree) if helper is AddImportsVisitor else visitor.transform_module(tree)
     return tree
 
 
@@ -288,6 +288,11 @@ class _Combined(cst.CSTTransformer):
         if all(b is not None for b in self.blocked):
             self._below.append(None)
             return self.on_leave(module, module)  # nobody wants the traversal: only leave_Module runs
+        if self.prune is fastwalk.FORMATTING:
+            # a patch whose visit_Module returned False gets no callback below the module: only the others'
+            # methods say which leaf nodes (names, numbers, strings) the traversal must still visit
+            live = {name for own, b in zip(self._own, self.blocked) if b is None for name in own}
+            self.prune = fastwalk.FORMATTING | fastwalk.unhandled_leaves(live)
         return fastwalk.transform(module, self, self.attributes, self.prune)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -350,24 +355,9 @@ def _is_attribute_method(name: str) -> bool:
     return parts[0] in ("visit", "leave") and len(parts) >= 3 and parts[1][:1].isupper()
 
 
-_IMPORT_LINE = m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])
-_PREAMBLE = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())]) | m.SimpleStatementLine(
-    body=[m.Assign(targets=[m.AssignTarget(target=m.Name("__strict__"))])])
-
-
 def _add_imports(visitor: AddImportsVisitor, tree: cst.Module) -> cst.Module:
-    """AddImportsVisitor reads and changes only the module's leading import block (after a docstring) and
-    the first statement after it: run it on that head alone, not on the whole file (two full traversals
-    of an 11k-line file take seconds), and put the rest of the body back unchanged."""
-    body = tree.body
-    n = len(body)
-    for i, stmt in enumerate(body):
-        if (i == 0 and m.matches(stmt, _PREAMBLE)) or m.matches(stmt, _IMPORT_LINE):
-            continue
-        n = i + 1
-        break
-    head = fastwalk.transform(tree.with_changes(body=body[:n]), visitor)  # transform_module_impl's visit
-    return head.with_changes(body=[*head.body, *body[n:]])
+    """AddImportsVisitor's transform, run on the module's head only (distdoctor.patching.fastimports)."""
+    return fastimports.add_imports(visitor, tree)
 
 
 def unified_diff(old: str, new: str, label: str) -> str:

@@ -25,18 +25,17 @@ from distdoctor.patching import fastcst, fastwalk
 
 class _TrackingState(CodegenState):
     """Code generation that records, per node, its syntactic (start, end) lines and columns the way
-    libcst's PositionProvidingCodegenState does, the nodes in the order they are left, and each node's
-    children."""
+    libcst's PositionProvidingCodegenState does, and each node's parent in ParentNodeProvider's order
+    (when a node is left, its children, in order)."""
 
-    __slots__ = ("line", "column", "ranges", "left", "children", "stack")
+    __slots__ = ("line", "column", "ranges", "parents", "stack")
 
     def __init__(self, module: cst.Module) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.line, self.column = 1, 0
         self.ranges: dict[cst.CSTNode, tuple[int, int, int, int]] = {}
-        self.left: list[cst.CSTNode] = []
-        self.children: dict[int, list[cst.CSTNode]] = {}
-        self.stack: list[tuple[cst.CSTNode, int, int]] = []
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.stack: list[tuple[cst.CSTNode, int, int, list[cst.CSTNode]]] = [(module, 0, 0, [])]
 
     def _advance(self, value: str) -> None:
         if "\n" in value or "\r" in value:
@@ -56,15 +55,17 @@ class _TrackingState(CodegenState):
         self._advance(value)
 
     def before_codegen(self, node: cst.CSTNode) -> None:
-        if self.stack:
-            self.children.setdefault(id(self.stack[-1][0]), []).append(node)
-        self.stack.append((node, self.line, self.column))
+        stack = self.stack
+        stack[-1][3].append(node)
+        stack.append((node, self.line, self.column, []))
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        _, line, column = self.stack.pop()
+        _, line, column, children = self.stack.pop()
         if node not in self.ranges:
             self.ranges[node] = (line, column, self.line, self.column)
-        self.left.append(node)
+        parents = self.parents
+        for child in children:
+            parents[child] = node
 
     def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
                                   end_node: cst.CSTNode | None = None) -> "_Syntactic":
@@ -119,6 +120,9 @@ class Positions(LazyTable):
         return CodeRange(CodePosition(line, column), CodePosition(end_line, end_column))
 
 
+_MISSING = object()
+
+
 class QualifiedNames(LazyTable):
     """QualifiedNameProvider's table: every node -> its scope's qualified names for it, computed (and kept)
     on first access; the ScopeProvider is resolved on the first question."""
@@ -130,8 +134,9 @@ class QualifiedNames(LazyTable):
         self._done: dict[cst.CSTNode, object] = {}
 
     def __getitem__(self, node: cst.CSTNode):
-        if node in self._done:
-            return self._done[node]
+        names = self._done.get(node, _MISSING)  # one hash of the node (CSTNode.__hash__ is Python code)
+        if names is not _MISSING:
+            return names
         if node not in self._keys:
             raise KeyError(node)
         if self._scopes is None:
@@ -149,11 +154,7 @@ def seed(wrapper: MetadataWrapper) -> None:
     state = _TrackingState(module)
     with fastcst.codegen():
         module._codegen(state)
-    children = state.children
-    parents: dict[cst.CSTNode, cst.CSTNode] = {}
-    for node in state.left:  # ParentNodeProvider's order: each node's children, nodes in post-order
-        for child in children.get(id(node), ()):
-            parents[child] = node
+    parents = state.parents
     positions = Positions(state.ranges)
     wrapper._metadata[PositionProvider] = positions
     wrapper._metadata[ParentNodeProvider] = parents

@@ -19,12 +19,15 @@ fields, recorded once per node class (and per presence of the one conditionally 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from inspect import getattr_static
+from types import FunctionType
 from typing import Iterator
 
 import libcst as cst
 from libcst import CSTNode, CSTValidationError, CSTVisitor, FlattenSentinel, RemovalSentinel
 from libcst.metadata.expression_context_provider import ExpressionContextVisitor
-from libcst.metadata.scope_provider import ScopeVisitor
+from libcst.metadata.base_provider import BaseMetadataProvider
+from libcst.metadata.scope_provider import _ASSIGNMENT_LIKE_NODES, ScopeVisitor
 
 _ORIGINAL_VISIT = CSTNode.visit
 
@@ -51,6 +54,35 @@ def _formatting() -> frozenset[type]:
 FORMATTING = _formatting()
 FORMATTING_NAMES = frozenset(t.__name__ for t in FORMATTING)
 NOTHING: frozenset[type] = frozenset()
+# nodes whose fields hold only FORMATTING nodes or plain values: with FORMATTING pruned, a visit there
+# calls the node's own visit_X / leave_X and nothing below it
+LEAVES: frozenset[type] = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
+                                     cst.Ellipsis, cst.Pass, cst.Break, cst.Continue})
+
+
+class AllBut:
+    """A prune set holding every class but the ones in `keep` (`type(node) in prune` for any node)."""
+
+    __slots__ = ("keep",)
+
+    def __init__(self, keep) -> None:
+        self.keep = frozenset(keep)
+
+    def __contains__(self, kind: object) -> bool:
+        return kind not in self.keep
+
+
+def walk_only(visitor_class: type, keep) -> None:
+    """Read-only walks of visitor_class (under visitors()) visit only nodes of the classes in `keep` and
+    their kept descendants: for a visitor the caller knows does nothing at any other node."""
+    _PRUNE[visitor_class] = AllBut(keep)
+
+
+def unhandled_leaves(names) -> frozenset[type]:
+    """The LEAVES classes for which no visit_X / leave_X (nor visit_X_field) method is among `names`: a
+    traversal that already skips FORMATTING may skip those nodes too, nothing would be called there."""
+    handled = {name.split("_")[1] for name in names if name.startswith(("visit_", "leave_"))}
+    return frozenset(t for t in LEAVES if t.__name__ not in handled)
 
 
 def handles_formatting(names) -> bool:
@@ -167,6 +199,86 @@ def _walk(node: CSTNode, visitor: CSTVisitor, plan, prune: frozenset[type]) -> N
     visitor.on_leave(node)
 
 
+def _dispatch_walk(node: CSTNode, visitor: CSTVisitor, plan, prune: frozenset[type], visits: dict,
+                   leaves: dict, scopes: dict | None) -> None:
+    """_walk for a visitor whose on_visit/on_leave are CSTVisitor's own (or ScopeVisitor's, `scopes` not
+    None): their work done here, with each visit_X / leave_X looked up once per node class (`visits`,
+    `leaves`; None for libcst's no-op stubs, which are not called). ScopeVisitor.on_leave's
+    `isinstance(node, _ASSIGNMENT_LIKE_NODES)` (abstract-class checks against 18 classes, per node) is
+    answered per node class too (`scopes`)."""
+    kind = type(node)
+    fn = visits[kind] if kind in visits else _method(visitor, "visit_", kind, visits)
+    if fn is None or fn(visitor, node) is not False:
+        names = _ORDER.get(kind) or fields(node)
+        hooks = None if plan is None else names if plan is True else plan.get(kind.__name__)
+        for name in names:
+            value = getattr(node, name)
+            hook = hooks is not None and name in hooks
+            if hook:
+                visitor.on_visit_attribute(node, name)
+            vkind = type(value)
+            if vkind is tuple or vkind is list:
+                for child in value:
+                    if type(child) not in prune:
+                        _dispatch_walk(child, visitor, plan, prune, visits, leaves, scopes)
+            elif vkind not in prune and (_IS_NODE.get(vkind) or (vkind not in _IS_NODE and _is_node(vkind))):
+                _dispatch_walk(value, visitor, plan, prune, visits, leaves, scopes)
+            if hook:
+                visitor.on_leave_attribute(node, name)
+    if scopes is not None:  # ScopeVisitor.on_leave: set_metadata, the assignment count, CSTVisitor.on_leave
+        scope = visitor.scope
+        visitor.provider._computed[node] = scope
+        like = scopes.get(kind)
+        if like is None:
+            like = scopes[kind] = issubclass(kind, _ASSIGNMENT_LIKE_NODES)
+        if like:
+            scope._assignment_count += 1
+    fn = leaves[kind] if kind in leaves else _method(visitor, "leave_", kind, leaves)
+    if fn is not None:
+        fn(visitor, node)
+
+
+def _method(visitor: CSTVisitor, prefix: str, kind: type, table: dict):
+    """The function `getattr(visitor, prefix + kind.__name__, None)` calls, or None when there is none or
+    it is one of libcst's no-op stubs (recorded in table, per visitor class)."""
+    name = prefix + kind.__name__
+    fn = getattr(type(visitor), name, None)
+    if fn is not None and getattr(fn, "__module__", "").startswith(_STUBS):
+        fn = None
+    elif fn is not None and not isinstance(getattr_static(type(visitor), name), FunctionType):  # a static method...
+        fn = lambda v, node: getattr(v, name)(node)  # noqa: E731 - called as the plain functions are
+    table[kind] = fn
+    return fn
+
+
+_DISPATCH: dict[type, tuple[dict, dict, dict | None] | None] = {}
+_ASSIGNMENT_SCOPES: dict[type, bool] = {}
+
+
+def _dispatch(visitor: CSTVisitor):
+    """(visits, leaves, scopes) tables for _dispatch_walk, or None when the visitor's class has on_visit /
+    on_leave of its own (other than ScopeVisitor's) or its instance holds visit_/leave_ attributes."""
+    kind = type(visitor)
+    if kind not in _DISPATCH:
+        # ScopeVisitor.on_leave: `self.provider.set_metadata(node, self.scope)`, a count of assignment-like
+        # nodes, CSTVisitor.on_leave; done by _dispatch_walk while set_metadata is the plain one
+        scope_leave = kind.on_leave is ScopeVisitor.on_leave
+        ok = kind.on_visit is CSTVisitor.on_visit and (kind.on_leave is CSTVisitor.on_leave or scope_leave)
+        _DISPATCH[kind] = ({}, {}, _ASSIGNMENT_SCOPES if scope_leave else None) if ok else None
+    found = _DISPATCH[kind]
+    if found is None or visitor is _CHECKED[0]:
+        return found
+    if any(k.startswith(("visit_", "leave_")) for k in getattr(visitor, "__dict__", ())):
+        return None
+    if found[2] is not None and type(visitor.provider).set_metadata is not BaseMetadataProvider.set_metadata:
+        return None
+    _CHECKED[0] = visitor  # the scope visitor walks many subtrees itself: checked once
+    return found
+
+
+_CHECKED: list = [None]
+
+
 _IS_VISITOR: dict[type, bool] = {}
 
 
@@ -179,11 +291,15 @@ def _visit(self: CSTNode, visitor):
     if not is_visitor:
         return _ORIGINAL_VISIT(self, visitor)
     plan = attribute_plan(visitor)
-    _walk(self, visitor, plan, _prunable(visitor, plan))
+    tables = _dispatch(visitor)
+    if tables is None:
+        _walk(self, visitor, plan, _prunable(visitor, plan))
+    else:
+        _dispatch_walk(self, visitor, plan, _prunable(visitor, plan), *tables)
     return self
 
 
-_PRUNE: dict[type, frozenset[type]] = {}
+_PRUNE: dict[type, frozenset[type] | AllBut] = {}
 TABLE_VISITORS = frozenset({ExpressionContextVisitor, ScopeVisitor})  # see visitors(tables=...)
 _TABLES = [False]
 
@@ -217,6 +333,7 @@ def visitors(tables: bool = False) -> Iterator[None]:
         yield
     finally:
         CSTNode.visit, _TABLES[0] = outer, outer_tables
+        _CHECKED[0] = None
 
 
 class _Replay(cst.CSTTransformer):
