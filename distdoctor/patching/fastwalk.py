@@ -27,7 +27,12 @@ import libcst as cst
 from libcst import CSTNode, CSTValidationError, CSTVisitor, FlattenSentinel, RemovalSentinel
 from libcst.metadata.expression_context_provider import ExpressionContextVisitor
 from libcst.metadata.base_provider import BaseMetadataProvider
-from libcst.metadata.scope_provider import _ASSIGNMENT_LIKE_NODES, ScopeVisitor
+from libcst.metadata.scope_provider import ScopeVisitor
+
+try:  # a private name of libcst (1.1-1.9): without it the scope visitor walks the plain way
+    from libcst.metadata.scope_provider import _ASSIGNMENT_LIKE_NODES
+except ImportError:  # pragma: no cover - another libcst
+    _ASSIGNMENT_LIKE_NODES = None
 
 _ORIGINAL_VISIT = CSTNode.visit
 
@@ -262,7 +267,7 @@ def _dispatch(visitor: CSTVisitor):
     if kind not in _DISPATCH:
         # ScopeVisitor.on_leave: `self.provider.set_metadata(node, self.scope)`, a count of assignment-like
         # nodes, CSTVisitor.on_leave; done by _dispatch_walk while set_metadata is the plain one
-        scope_leave = kind.on_leave is ScopeVisitor.on_leave
+        scope_leave = kind.on_leave is ScopeVisitor.on_leave and _ASSIGNMENT_LIKE_NODES is not None
         ok = kind.on_visit is CSTVisitor.on_visit and (kind.on_leave is CSTVisitor.on_leave or scope_leave)
         _DISPATCH[kind] = ({}, {}, _ASSIGNMENT_SCOPES if scope_leave else None) if ok else None
     found = _DISPATCH[kind]
