@@ -363,7 +363,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             lead = {"file": first_line.file, "line": first_line.line, "text": first_line.text[:500],
                     "rank": first.key_line().rank if found.waiting and first is not None else first_line.rank,
                     "kind": "first failure", "proves": own[0].proves,
-                    **({"symptom": True} if all(_symptom(h) for h in own) or cause in symptoms else {})}
+                    **_lead_mark(own, cause in symptoms)}
             evidence = [lead] + [e for e in evidence if (e["file"], e["line"]) != (lead["file"], lead["line"])]
         evidence += [{"file": "<context>", "line": None, "text": context or "", "rank": None, "kind": "keyword",
                       "proves": f"the description says {h['words']!r} (/{h['keyword']}/)"} for h in context_hits
@@ -374,6 +374,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         for ev in evidence:
             ev["level"] = calibrate.level_of(ev)
             ev.pop("symptom", None)
+            ev.pop("context", None)
         level = calibrate.cause_level(evidence)
         # the strongest evidence first, so the first lines shown are what the answer rests on
         evidence.sort(key=lambda ev: -calibrate.LEVELS.index(ev["level"]))
@@ -437,8 +438,18 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
 
 
 def _symptom(sig: CompiledSignature) -> dict:
-    """The mark of evidence from a `level: symptom` signature (a line several causes print)."""
-    return {"symptom": True} if sig.level == "symptom" else {}
+    """The mark of evidence from a `level: symptom` signature (a line several causes print) or a `level: context`
+    one (a line that only says how the job was launched)."""
+    return {sig.level: True} if sig.level in calibrate.WEAK_MARKS else {}
+
+
+def _lead_mark(own: list[CompiledSignature], echo_symptom: bool) -> dict:
+    """The mark of the first failure's own line: the weakest its signatures agree on (a symptom when the echoes
+    make it one); none when one of them is a plain signature."""
+    marks = [_symptom(h) for h in own]
+    if not echo_symptom and not (marks and all(marks)):
+        return {}
+    return {"symptom": True} if echo_symptom or any(m.get("symptom") for m in marks) else {"context": True}
 
 
 def _unique_lines(evidence: list[dict]) -> list[dict]:
