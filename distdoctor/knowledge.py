@@ -35,7 +35,7 @@ class Signature:
     unless: str | None = None  # does not count if this regex matches some line of the same input
     when_ranks_differ: str | None = None  # counts only if this regex's `value` group differs between ranks
     unless_ranks_differ: str | None = None  # does not count if it does
-    level: str | None = None  # "symptom": a line several causes print; alone, a candidate (never confident)
+    level: str | None = None  # "symptom": a line several causes print; "context": a launch line; alone, candidates
 
     @property
     def compiled(self) -> re.Pattern[str]:

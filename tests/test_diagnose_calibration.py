@@ -301,3 +301,38 @@ def test_the_exit_barrier_is_another_nodes_failure():
     r = diagnose_text(_quote_with("peer_died_first", "exit barrier"))
     assert r["verdict"] == "candidates" and r["causes"][0]["id"] == "peer_died_first"
     assert r["next_step"].startswith("This node finished")
+
+
+# --- launcher context: a line that only says how the job was launched -------------------------------------------
+
+# Open MPI's output tags under horovodrun (https://github.com/horovod/horovod/issues/1293, quoted in the entry)
+HOROVOD_TAGS = "[1,0]<stdout>:Num devices: 2\n[1,0]<stdout>:rank: 0\n"
+# the head of https://github.com/wandb/wandb/issues/2465 (train case wandb-wandb-2465): wandb.init on every rank
+WANDB_TAGS = ("[1,1]<stdout>: [1,4]<stdout>: [1,1]<stdout>: [1,3]<stdout>:Problem at: train.py 25 <module> "
+              "[1,2]<stdout>:Problem at: train.py 25 <module> [1,7]<stdout>:Problem at: train.py 25 <module> "
+              "[1,4]<stdout>: [1,1]<stderr>:wandb: Currently logged in as: kanishk-aidash (use `wandb login "
+              "--relogin` to force relogin)\n")
+
+
+def test_mpi_output_tags_alone_are_launcher_context_never_a_confident_cause():
+    r = diagnose_text(HOROVOD_TAGS)
+    assert r["verdict"] == "candidates" and r["fix"] is None and r["patch"] is None
+    mpi = next(c for c in r["causes"] if c["id"] == "mpi_launcher_env")
+    tags = [e for e in mpi["evidence"] if e["kind"] == "hint"]
+    assert tags and all(e["level"] == "context" for e in tags)
+    assert mpi["level"] != "signature"  # the entry's own corpus neighbour (horovod#1293) may make it `similar`
+
+
+def test_launcher_context_is_said_in_the_text():
+    r = diagnose_text(WANDB_TAGS)  # its own corpus case is a neighbour: logger_init_all_ranks, `similar`
+    mpi = next(c for c in r["causes"] if c["id"] == "mpi_launcher_env")
+    assert r["verdict"] == "candidates" and mpi["level"] == "context"
+    assert "rests on: a line that only says how the job was launched" in render(r)
+
+
+def test_the_persons_words_outrank_launcher_context():
+    r = diagnose_text(WANDB_TAGS, context="SageMaker training job with MPI distribution over 8 processes, "
+                                          "wandb.init at the top of train.py")
+    assert r["verdict"] == "candidates"
+    assert [c["id"] for c in r["causes"]][:2] == ["logger_init_all_ranks", "mpi_launcher_env"]
+    assert r["causes"][1]["level"] == "context"

@@ -2,11 +2,13 @@
 `when` / `unless` conditions as a log line does), where a failure happened (a checkpoint load, the first
 barrier, a store call), which side of a connection closed, and short accounts without any error line."""
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from distdoctor import paths
 from distdoctor.diagnose import diagnose_text
 from distdoctor.diagnose.retrieval import retrieval_tokens
 from distdoctor.diagnose.structure import failure_of_text, similarity
@@ -581,6 +583,19 @@ def test_words_naming_a_cause_outweigh_words_naming_only_the_hang():
     causes = diagnose_text(UNEVEN_WORDS)["causes"]
     assert causes[0]["id"] == "dataloader_uneven"
     assert diagnose_text(EVERY_GPU_SAVES)["causes"][0]["id"] == "checkpoint_all_ranks"
+
+
+def test_words_with_no_log_weigh_the_symptom_as_an_account_does():
+    """The same words given as --context with no log: the account is all there is, and its hang is what any cause
+    looks like beside words that name a cause; words naming only the symptom keep their weight."""
+    causes = diagnose_text("", context=UNEVEN_WORDS)["causes"]
+    assert [c["id"] for c in causes][:2] == ["dataloader_uneven", "collective_timeout"]
+    assert causes[0]["level"] == "words" and causes[0]["score"] > causes[1]["score"]
+    words = {c["id"]: c for c in map(json.loads, (paths.ROOT / "evals" / "cases.jsonl").read_text().splitlines())}
+    only_symptom = words["words_collective_timeout_which_rank"]["context"]  # "NCCL watchdog timeout at random steps"
+    assert diagnose_text("", context=only_symptom)["causes"][0]["id"] == "collective_timeout"
+    assert diagnose_text("", context="the all_reduce times out after 30 minutes")["causes"][0]["id"] \
+        == "collective_timeout"
 
 
 # https://github.com/deepspeedai/DeepSpeed/issues/7599 (the description)

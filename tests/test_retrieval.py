@@ -152,7 +152,8 @@ def test_grouped_folds_leave_a_whole_repository_out(tmp_path, capsys):
 
 def test_a_description_naming_only_the_symptom_lets_the_log_decide(tmp_path):
     # beside a log, "it hangs" says what any cause looks like: the log's neighbour (a known port_in_use log)
-    # outranks it, while the symptom stays a candidate; a description naming a cause too keeps both at full weight
+    # outranks it, while the symptom stays a candidate; with no log, a description naming a cause too is an account
+    # (as a short log of prose is): its symptom counts half beside the cause it names
     from distdoctor.diagnose import diagnose_text
     from distdoctor.diagnose.engine import KEYWORD_WEIGHT
 
@@ -168,7 +169,7 @@ def test_a_description_naming_only_the_symptom_lets_the_log_decide(tmp_path):
     assert ids[:2] == ["port_in_use", "collective_timeout"] and r["causes"][0]["level"] == "similar"
     assert r["causes"][1]["score"] == KEYWORD_WEIGHT / 2
     scores = {c["id"]: c["score"] for c in both["causes"]}
-    assert scores["collective_timeout"] == KEYWORD_WEIGHT and "logger_init_all_ranks" in scores
+    assert scores["collective_timeout"] == KEYWORD_WEIGHT / 2 and scores["logger_init_all_ranks"] >= KEYWORD_WEIGHT
     # with no log at all the words are all there is: the symptom keeps its full weight
     alone = diagnose_text("", context="training hangs at the first step")
     assert {c["id"]: c["score"] for c in alone["causes"]}["collective_timeout"] == KEYWORD_WEIGHT

@@ -8,9 +8,11 @@ Levels, strongest first:
   some rank failed with no rank's own error shown, a store key nobody set);
 - `similar`: retrieval found a known log or entry like this one;
 - `words`: only the person's description (--context) names it (an error line pasted into the description
-  and matched by a root signature counts as `signature`: it is the log's text, quoted).
+  and matched by a root signature counts as `signature`: it is the log's text, quoted);
+- `context`: a line of the log that only says how the job was launched (Open MPI's `[1,0]<stdout>:` tags),
+  never what failed: any cause prints it under that launcher.
 Only `signature` and `structural` make a confident answer (a top cause, its fix and patch). A cause resting
-on `symptom`, `similar` or `words` is a candidate to confirm, shown with what to check.
+on `symptom`, `similar`, `words` or `context` is a candidate to confirm, shown with what to check.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 
 from distdoctor.diagnose import preconditions
 
-LEVELS = ("words", "similar", "symptom", "structural", "signature")  # weakest first
+LEVELS = ("context", "words", "similar", "symptom", "structural", "signature")  # weakest first
 CONFIDENT = ("structural", "signature")
 
 
@@ -28,11 +30,14 @@ def level_of(ev: dict) -> str:
         return "signature" if ev.get("quoted") else "words"
     if ev.get("kind") in ("structural", "similar"):
         return ev["kind"]
-    return "symptom" if ev.get("symptom") else "signature"
+    return "symptom" if ev.get("symptom") else "context" if ev.get("context") else "signature"
 
 
 def cause_level(evidence: list[dict]) -> str:
     return max((ev.get("level") or level_of(ev) for ev in evidence), key=LEVELS.index, default="words")
+
+
+WEAK_MARKS = ("symptom", "context")  # signature levels (`level:` in an entry) that mark their lines weak
 
 
 def tier(evidence: list[dict]) -> int:

@@ -22,6 +22,7 @@ LEVEL_WORDS = {
     "symptom": "a line of the log that several causes print",
     "similar": "a similar known log only",
     "words": "your description only",
+    "context": "a line that only says how the job was launched",
 }
 
 
