@@ -470,8 +470,9 @@ def _unique_lines(evidence: list[dict]) -> list[dict]:
 
 def _weigh_keywords(hits: list[tuple[str, str, str]], weight: float) -> list[tuple[str, str, str, float]]:
     """Each keyword hit of a log that is someone's account with its weight: words that only name the symptom (a
-    hang, a timeout, a dead peer) count half when the same account also names a specific cause. (A --context line
-    saying what the user was debugging keeps both: it names the symptom to explain, not a cause.)"""
+    hang, a timeout, a dead peer) count half when the same account also names a specific cause. (Beside a log, a
+    --context line saying what the user was debugging keeps both, not weighed here: it names the symptom to
+    explain, not a cause.)"""
     specific = any(cause not in SYMPTOM_CAUSES for cause, _, _ in hits)
     return [(cause, kw, words, weight / 2 if specific and cause in SYMPTOM_CAUSES else weight)
             for cause, kw, words in hits]

@@ -224,7 +224,8 @@ def _apply_imports(command: PatchCommand, tree: cst.Module) -> cst.Module:
         if key in command.context.scratch:
             with fastimports.matcher_scans():
                 visitor = helper(command.context)
-                tree = _add_imports(visitor, tree) if helper is AddImportsVisitor else visitor.transform_module(tree)
+                tree = (fastimports.add_imports(visitor, tree) if helper is AddImportsVisitor
+                        else visitor.transform_module(tree))
     return tree
 
 
@@ -353,11 +354,6 @@ def _is_attribute_method(name: str) -> bool:
     """`visit_Call_func`, `leave_Arg_value`: libcst's per-attribute callbacks."""
     parts = name.split("_")
     return parts[0] in ("visit", "leave") and len(parts) >= 3 and parts[1][:1].isupper()
-
-
-def _add_imports(visitor: AddImportsVisitor, tree: cst.Module) -> cst.Module:
-    """AddImportsVisitor's transform, run on the module's head only (distdoctor.patching.fastimports)."""
-    return fastimports.add_imports(visitor, tree)
 
 
 def unified_diff(old: str, new: str, label: str) -> str:

@@ -22,7 +22,6 @@ import libcst as cst
 import libcst.matchers as m
 import libcst.matchers._visitors as _matcher_visitors
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.codemod.visitors._add_imports import _GatherTopImportsBeforeStatements
 
 from distdoctor.patching import fastwalk
 
@@ -32,7 +31,12 @@ _PREAMBLE = m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString())]) | m.Sim
 # the nodes at which AddImportsVisitor can do anything: the module, its statement lines, their imports
 HEAD_NODES = frozenset({cst.Module, cst.SimpleStatementLine, cst.Import, cst.ImportFrom})
 _HEAD_PRUNE = fastwalk.AllBut(HEAD_NODES)
-fastwalk.walk_only(_GatherTopImportsBeforeStatements, {cst.Module})  # its one callback: leave_Module
+try:  # private names of libcst (1.1-1.9); without them libcst's own walks and scans run unchanged
+    from libcst.codemod.visitors._add_imports import _GatherTopImportsBeforeStatements
+except ImportError:  # pragma: no cover - another libcst
+    pass
+else:
+    fastwalk.walk_only(_GatherTopImportsBeforeStatements, {cst.Module})  # its one callback: leave_Module
 
 
 def add_imports(visitor: AddImportsVisitor, tree: cst.Module) -> cst.Module:
@@ -79,7 +83,7 @@ _SCANS = ("_gather_matchers", "_gather_constructed_visit_funcs", "_gather_constr
 @contextmanager
 def matcher_scans() -> Iterator[None]:
     """Within: a matcher-decorator scan that found nothing for a class is not run again for it."""
-    outer = {name: getattr(_matcher_visitors, name) for name in _SCANS}
+    outer = {name: getattr(_matcher_visitors, name) for name in _SCANS if hasattr(_matcher_visitors, name)}
     for name, scan in outer.items():
         setattr(_matcher_visitors, name, _remembered(name, scan))
     try:
