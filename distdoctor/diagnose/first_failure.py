@@ -52,7 +52,12 @@ def find_first_failure(builder: EventBuilder, nccl: NcclRanks | None = None) -> 
     echoes = [e for e in errors if e.is_echo]
     candidates = [e for e in errors if not e.is_echo]
     own = {e.rank for e in candidates}
-    agent = builder.agent_first({e.rank for e in echoes if e.rank is not None and e.rank not in own})
+    echoed = {e.rank for e in echoes if e.rank is not None and e.rank not in own}
+    if own == {None}:
+        # every own failure is unlabelled: a rank's child (a DataLoader worker, a compiler) prints without its
+        # rank's prefix while the rank itself reports only the broken pipe to it, so no echo is set aside
+        echoed = set()
+    agent = builder.agent_first(echoed)
     if candidates:
         all_ts = all(e.ts is not None for e in candidates) and len({e.first.src for e in candidates}) > 1
         candidates.sort(key=lambda e: _order(e, all_ts))
