@@ -45,6 +45,13 @@ LOGS = ROOT / "tests" / "data" / "logs"
      "User function raise error: 2 root error(s) found."),
     # https://github.com/horovod/horovod/issues/2255 (mpirun)
     ("[1,0]<stdout>:Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.319920", 0, "Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.319920"),
+    # a log collector's time (kubectl logs --timestamps): one separator peeled, the frame's indentation kept
+    ("2024-05-01T12:00:00.123456789Z   File \"x.py\", line 3, in f", None, '  File "x.py", line 3, in f'),
+    ("2024-05-01T12:00:00Z 1: [rank1]: RuntimeError: x", 1, " RuntimeError: x"),  # srun's label still leads
+    ("[pod/trainer-0/pytorch] [rank2]: x", 2, " x"),
+    ("trainer-1  | Traceback (most recent call last):", None, "Traceback (most recent call last):"),
+    ("    [rank3]: x", 3, " x"),  # pasted indented: the prefix behind the indentation still leads
+    ("    x = torch.ones(1)", None, "    x = torch.ones(1)"),
 ])
 def test_rank_prefixes(line, rank, body):
     r, _, b = split_prefix(line)

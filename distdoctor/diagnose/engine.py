@@ -60,7 +60,7 @@ class _Tally:
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
-        if sig.kind == "echo" and AGENT.search(ln.text):
+        if sig.kind == "echo" and AGENT.search(ln.body):
             # the agent stops the survivors after any failure: weak evidence for one cause
             self.agent_echoes[k] += 1
         else:

@@ -107,7 +107,7 @@ class Event:
 
     @property
     def is_agent(self) -> bool:
-        return not self.reported and any(AGENT.search(ln.text) for ln in self.lines)
+        return not self.reported and any(AGENT.search(ln.body) for ln in self.lines)
 
     @property
     def is_echo(self) -> bool:
@@ -306,7 +306,7 @@ class EventBuilder:
         self._seen.add((ln.src, ln.rank))
 
     def _srun(self, ln: Line) -> None:
-        m = SRUN_EXIT.match(ln.text)
+        m = SRUN_EXIT.match(ln.body)
         if m is None:
             return
         code = int(m["code"]) if m["code"] else SRUN_SIGNALS.get(m["signal"].replace(" (core dumped)", ""))

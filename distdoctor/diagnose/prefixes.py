@@ -40,6 +40,12 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     # 2026-08-03T09:47:01Z [1,0]<stderr>: / 18:11:06.680 [rank4]: (peeled, time kept)
     ("time", re.compile(r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?|\d\d:\d\d:\d\d[.,]\d+)Z?\]?\s+"
                         r"(?=\[rank\d+\]:|\[\d+,\d+\]<std)")),
+    # a log collector's time in front of the line itself (kubectl logs --timestamps, cloud logging, CI runners):
+    # 2024-05-01T12:00:00.123456789Z   File "...": one separator peeled, the line's own indentation kept
+    ("time", _COLLECTOR_TIME := re.compile(r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]")),
+    # kubectl logs --prefix: [pod/trainer-worker-0/pytorch]; docker compose: "trainer-1  | " (names a
+    # container, not a rank: peeled only)
+    ("none", _CONTAINER := re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z][\w.-]*[-_]\d+ +\| ")),
     # torchrun with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:": [3]: (the global rank). Not the bare
     # "[1]:" index lines of torchrun's failure table, which end there.
     ("rank", re.compile(r"\[(?P<rank>\d{1,5})\]:(?=.)")),
@@ -52,6 +58,7 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 _FIRST_ONLY = {_PREFIXES[-1][1], _PREFIXES[-2][1]}  # srun and host:rank labels lead the line
+_COLLECTORS = {_COLLECTOR_TIME, _CONTAINER}  # added in front of the whole line by whatever kept the log
 
 _TIMESTAMPS: list[tuple[str, re.Pattern[str]]] = [
     # glog: E1123 07:09:50.991000 or [E1123 07:12:03.210760729 ...]
@@ -115,9 +122,16 @@ def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str, i
     task: int | None = None
     ts = None
     body = line
-    for step in range(4):
+    if body[:1].isspace():
+        # a log pasted indented (a markdown list, a 4-space code block): a prefix behind the indentation
+        # still leads the line; without one the indentation is the line's own (a traceback frame)
+        bare = body.lstrip()
+        if any(rx.match(bare) for _, rx in _PREFIXES):
+            body = bare
+    leading = True  # nothing but a log collector's prefix peeled so far: srun's label may still come
+    for _ in range(5):
         for kind, rx in _PREFIXES:
-            if step and rx in _FIRST_ONLY:
+            if not leading and rx in _FIRST_ONLY:
                 continue
             m = rx.match(body)
             if m:
@@ -134,6 +148,7 @@ def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str, i
                 if "ts" in rx.groupindex and m["ts"]:
                     ts = parse_timestamp(m["ts"])
                 body = body[m.end():]
+                leading = leading and rx in _COLLECTORS
                 break
         else:
             break
