@@ -45,6 +45,9 @@ LOGS = ROOT / "tests" / "data" / "logs"
      "User function raise error: 2 root error(s) found."),
     # https://github.com/horovod/horovod/issues/2255 (mpirun)
     ("[1,0]<stdout>:Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.319920", 0, "Train Epoch: 1 [0/60000 (0%)]\tLoss: 2.319920"),
+    # SageMaker's MPI launcher (https://github.com/pacman100/accelerate-aws-sagemaker, README's output logs)
+    ("[1,mpirank:3,algo-1]<stderr>:INFO:root:Reducer buckets have been rebuilt in this iteration.", 3,
+     "INFO:root:Reducer buckets have been rebuilt in this iteration."),
     # a log collector's time (kubectl logs --timestamps): one separator peeled, the frame's indentation kept
     ("2024-05-01T12:00:00.123456789Z   File \"x.py\", line 3, in f", None, '  File "x.py", line 3, in f'),
     ("2024-05-01T12:00:00Z 1: [rank1]: RuntimeError: x", 1, " RuntimeError: x"),  # srun's label still leads

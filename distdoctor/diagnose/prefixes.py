@@ -27,8 +27,8 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("rank", re.compile(r"\[R(?P<rank>\d+)/\d+\](?:\[LR\d+\])?:?\s?")),
     # horovodrun's worker prefix, with its optional ctime stamp: Thu Aug 29 16:41:02 2019[3]<stderr>: / [3]<stdout>:
     ("rank", re.compile(r"(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4})?\[(?P<rank>\d+)\]<std(?:out|err)>:")),
-    # mpirun --tag-output without time: [1,3]<stderr>:
-    ("rank", re.compile(r"\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:")),
+    # mpirun --tag-output without time: [1,3]<stderr>:; SageMaker's MPI launcher: [1,mpirank:3,algo-1]<stderr>:
+    ("rank", re.compile(r"\[\d+,(?:mpirank:)?(?P<rank>\d+)(?:,[\w.-]+)?\]<std(?:out|err)>:")),
     # Ray's worker prefix: (CommandActor pid=552, ip=10.130.6.168) or (pid=552) (names a process, not a rank)
     ("none", re.compile(r"\((?:[A-Za-z_][\w.:-]* )?pid=\d+(?:, ip=[\w.:-]+)?\)\s?")),
     # NCCL debug lines: host:pid:tid [device] NCCL ... (a device index, not a rank: peeled only)
