@@ -48,6 +48,9 @@ LOGS = ROOT / "tests" / "data" / "logs"
     # SageMaker's MPI launcher (https://github.com/pacman100/accelerate-aws-sagemaker, README's output logs)
     ("[1,mpirank:3,algo-1]<stderr>:INFO:root:Reducer buckets have been rebuilt in this iteration.", 3,
      "INFO:root:Reducer buckets have been rebuilt in this iteration."),
+    # SkyPilot's node prefix (skypilot-org/skypilot, examples/gcp_gpu_direct_tcpx/README.md): a node, not a rank
+    ("(worker1, rank=1, pid=2769, ip=10.100.10.12) [rank9]: x", 9, " x"),
+    ("(head, rank=0, pid=3808) [1,0]<stdout>:#  Rank  0 Group  0", 0, "#  Rank  0 Group  0"),
     # a log collector's time (kubectl logs --timestamps): one separator peeled, the frame's indentation kept
     ("2024-05-01T12:00:00.123456789Z   File \"x.py\", line 3, in f", None, '  File "x.py", line 3, in f'),
     ("2024-05-01T12:00:00Z 1: [rank1]: RuntimeError: x", 1, " RuntimeError: x"),  # srun's label still leads

@@ -1,5 +1,6 @@
 """A log reaches us wrapped by whatever kept it: a collector's timestamp on every line (kubectl logs --timestamps,
-cloud logging, CI runners), kubectl's --prefix, docker compose's service column, Windows line ends, colours, a
+cloud logging, CI runners), kubectl's --prefix, docker compose's service column, SkyPilot's node and Ray's worker
+prefixes, Windows line ends, colours, a
 markdown fence with the reporter's words around it. The diagnosis of every real log in tests/data/logs must not
 change under any of these (verdict, top cause, its evidence level, first failing rank)."""
 
@@ -25,6 +26,8 @@ WRAPS = {
     "collector_time": _stamped,
     "kubectl_prefix": lambda t: "\n".join(f"[pod/trainer-worker-0/pytorch] {ln}" for ln in t.split("\n")),
     "compose_column": lambda t: "\n".join(f"trainer-1  | {ln}" for ln in t.split("\n")),
+    "skypilot_node": lambda t: "\n".join(f"(worker1, rank=1, pid=2769, ip=10.100.10.12) {ln}" for ln in t.split("\n")),
+    "ray_worker": lambda t: "\n".join(f"(RayTrainWorker pid=552, ip=10.130.6.168) {ln}" for ln in t.split("\n")),
     "crlf": lambda t: t.replace("\n", "\r\n"),
     "ansi_errors": lambda t: "\n".join(f"\x1b[31m{ln}\x1b[0m" if "rror" in ln else ln for ln in t.split("\n")),
     "markdown_fence": lambda t: f"Training on two nodes fails with this:\n\n```\n{t}\n```\n\nAny idea?\n",
@@ -32,7 +35,7 @@ WRAPS = {
 # (log, wrap) -> why the diagnosis changes; shows up as XPASS once fixed
 KNOWN = {("field_olmo_connection_closed", w): "the log carries its own timestamps and an NCCL process column; "
          "a second timestamp in front hides the NCCL line that names local rank 0"
-         for w in ("collector_time", "kubectl_prefix", "compose_column")}
+         for w in ("collector_time", "kubectl_prefix", "compose_column", "skypilot_node", "ray_worker")}
 
 
 def _key(result: dict) -> tuple:

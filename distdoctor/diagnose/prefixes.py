@@ -29,8 +29,9 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("rank", re.compile(r"(?P<ts>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \d{4})?\[(?P<rank>\d+)\]<std(?:out|err)>:")),
     # mpirun --tag-output without time: [1,3]<stderr>:; SageMaker's MPI launcher: [1,mpirank:3,algo-1]<stderr>:
     ("rank", re.compile(r"\[\d+,(?:mpirank:)?(?P<rank>\d+)(?:,[\w.-]+)?\]<std(?:out|err)>:")),
-    # Ray's worker prefix: (CommandActor pid=552, ip=10.130.6.168) or (pid=552) (names a process, not a rank)
-    ("none", re.compile(r"\((?:[A-Za-z_][\w.:-]* )?pid=\d+(?:, ip=[\w.:-]+)?\)\s?")),
+    # Ray's worker prefix: (CommandActor pid=552, ip=10.130.6.168) or (pid=552) (names a process, not a rank);
+    # SkyPilot's: (head, rank=0, pid=3808), (worker1, rank=1, pid=2769, ip=10.100.10.12) (a node's rank)
+    ("none", _RAY := re.compile(r"\((?:[A-Za-z_][\w.:-]*(?:, rank=\d+)?,? )?pid=\d+(?:, ip=[\w.:-]+)?\)\s?")),
     # NCCL debug lines: host:pid:tid [device] NCCL ... (a device index, not a rank: peeled only)
     # (the host may start with a digit, as a container id does: 603760c1c291:16956:18844 [7])
     ("none", re.compile(r"(?=[\w.-]*[A-Za-z])[\w.-]+:\d+:\d+ \[(?P<rank>\d+)\] ")),
@@ -58,7 +59,7 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 _FIRST_ONLY = {_PREFIXES[-1][1], _PREFIXES[-2][1]}  # srun and host:rank labels lead the line
-_COLLECTORS = {_COLLECTOR_TIME, _CONTAINER}  # added in front of the whole line by whatever kept the log
+_COLLECTORS = {_COLLECTOR_TIME, _CONTAINER, _RAY}  # put in front of the whole line by whatever ran or kept the process
 
 _TIMESTAMPS: list[tuple[str, re.Pattern[str]]] = [
     # glog: E1123 07:09:50.991000 or [E1123 07:12:03.210760729 ...]
