@@ -37,3 +37,22 @@ def test_small_dev_shm_stays_shm_too_small() -> None:
     got = diagnose_text(SMALL_SHM)["causes"]
     assert got[0]["id"] == "shm_too_small" and got[0]["level"] == "signature", got[:2]
     assert all(c["level"] != "signature" for c in got if c["id"] == "nccl_cumem_host_numa"), got
+
+
+# https://github.com/NVIDIA/nccl/issues/1838 (4x L4, NCCL 2.27.3; passes with NCCL_CUMEM_HOST_ENABLE=0)
+SHM_PEER_ACCESS = ("[2025-09-09 23:51:24] 9b405963aa12:774:854 [0] transport/shm.cc:590 NCCL WARN Cuda failure 217 "
+                   "'peer access is not supported between these two devices'\n")
+# references/long-tail-platform.md, nccl_p2p_broken's quote: the P2P transport's CUDA IPC open, not SHM
+P2P_PEER_ACCESS = ("emu:80510:81733 [0] transport/p2p.cc:276 NCCL WARN failed to open CUDA IPC handle : 217 peer access "
+                   "is not supported between these two devices\n")
+
+
+def test_shm_transport_peer_access_failure_is_cumem_host() -> None:
+    got = diagnose_text(SHM_PEER_ACCESS)["causes"]
+    assert got[0]["id"] == "nccl_cumem_host_numa" and got[0]["level"] == "signature", got[:2]
+
+
+def test_p2p_transport_peer_access_failure_stays_p2p() -> None:
+    got = diagnose_text(P2P_PEER_ACCESS)["causes"]
+    assert got[0]["id"] == "nccl_p2p_broken", got[:2]
+    assert all(c["level"] != "signature" for c in got if c["id"] == "nccl_cumem_host_numa"), got
