@@ -8,7 +8,7 @@ import pytest
 
 from distdoctor.diagnose import diagnose_paths, diagnose_text
 from distdoctor.diagnose.matcher import anchors_of, trie_regex
-from distdoctor.diagnose.prefixes import parse_timestamp, rank_from_path, split_prefix, strip_ansi
+from distdoctor.diagnose.prefixes import common_indent, parse_timestamp, rank_from_path, split_prefix, strip_ansi
 from distdoctor.diagnose.sources import MAX_LINE, ScanStats, blocks
 from distdoctor.knowledge import load_entries
 from distdoctor.paths import ROOT
@@ -501,3 +501,13 @@ def test_a_long_traceback_keeps_its_exception_line() -> None:
     first = report["first_failure"]
     assert first["text"].startswith("torch._inductor.exc.InductorError: FileNotFoundError"), first
     assert report["causes"][0]["id"] == "compile_toolchain"
+
+
+@pytest.mark.parametrize("head, indent", [
+    (b"    Traceback (most recent call last):\n      File \"x.py\", line 1, in <module>\n    RuntimeError: x\n", "    "),
+    (b"\tline one\r\n\n\t  line two\r\n", "\t"),
+    (b"  File \"x.py\", line 1, in <module>\nRuntimeError: x\n", ""),  # a traceback cut above its header
+    (b"", ""),
+])
+def test_common_indent(head, indent):
+    assert common_indent(head) == indent

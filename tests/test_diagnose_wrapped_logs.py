@@ -1,8 +1,8 @@
 """A log reaches us wrapped by whatever kept it: a collector's timestamp on every line (kubectl logs --timestamps,
 cloud logging, CI runners), kubectl's --prefix, docker compose's service column, SkyPilot's node and Ray's worker
-prefixes, Windows line ends, colours, a
-markdown fence with the reporter's words around it. The diagnosis of every real log in tests/data/logs must not
-change under any of these (verdict, top cause, its evidence level, first failing rank)."""
+prefixes, Windows line ends, colours, a markdown fence or an indented code block with the reporter's words around it.
+The diagnosis of every real log in tests/data/logs must not change under any of these (verdict, top cause, its
+evidence level, first failing rank)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ WRAPS = {
     "compose_column": lambda t: "\n".join(f"trainer-1  | {ln}" for ln in t.split("\n")),
     "skypilot_node": lambda t: "\n".join(f"(worker1, rank=1, pid=2769, ip=10.100.10.12) {ln}" for ln in t.split("\n")),
     "ray_worker": lambda t: "\n".join(f"(RayTrainWorker pid=552, ip=10.130.6.168) {ln}" for ln in t.split("\n")),
+    "indented": lambda t: "\n".join(f"    {ln}" if ln.strip() else ln for ln in t.split("\n")),
     "crlf": lambda t: t.replace("\n", "\r\n"),
     "ansi_errors": lambda t: "\n".join(f"\x1b[31m{ln}\x1b[0m" if "rror" in ln else ln for ln in t.split("\n")),
     "markdown_fence": lambda t: f"Training on two nodes fails with this:\n\n```\n{t}\n```\n\nAny idea?\n",

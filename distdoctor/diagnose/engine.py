@@ -12,8 +12,8 @@ from distdoctor.diagnose import (alternatives, calibrate, gpu_processes, p2p_mat
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, FRAME, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import blame_awaited, find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
-from distdoctor.diagnose.prefixes import (NcclRanks, message_rank, parse_timestamp, peel_prefix, rank_from_path,
-                                           split_prefix, strip_ansi, torch_rank, torchrun_folder)
+from distdoctor.diagnose.prefixes import (NcclRanks, common_indent, message_rank, parse_timestamp, peel_prefix,
+                                           rank_from_path, split_prefix, strip_ansi, torch_rank, torchrun_folder)
 from distdoctor.diagnose.rank_values import RankValues
 from distdoctor.diagnose.scanner import Prefilter
 from distdoctor.diagnose.sources import InputError, ScanStats, Source, expand, spans
@@ -83,7 +83,10 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
     if folder is not None:  # a torchrun --log-dir file: its folder's number is a local rank
         builder.locals.folder(idx, folder, src.rank_hint)
     with src.open() as stream:
+        indent = None
         for n, (first, block, lo, hi) in enumerate(spans(stream, stats, src.name)):
+            if indent is None:
+                indent = common_indent(bytes(block[lo:min(hi, lo + HEAD_BYTES)]))
             if len(tally.head) < HEAD_BYTES:
                 tally.head += bytes(block[lo:min(hi, lo + HEAD_BYTES - len(tally.head))])
             if progress is not None and n % 64 == 63:
@@ -94,6 +97,8 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 if "\ufffd" in text:
                     stats.invalid_utf8 = True
                 text = strip_ansi(text).rstrip("\r")
+                if indent and text.startswith(indent):
+                    text = text[len(indent):]
                 rank, local, ts, body, task = peel_prefix(text)
                 local = local if rank is None else None
                 rank = local if rank is None else rank

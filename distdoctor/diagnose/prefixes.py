@@ -109,6 +109,22 @@ def strip_ansi(text: str) -> str:
     return ANSI.sub("", text) if "\x1b" in text else text
 
 
+def common_indent(head: bytes, lines: int = 200) -> str:
+    """The indentation every non-blank line of a log's head shares (a log pasted indented: a 4-space markdown
+    code block, a quote in a list), to take off each line; "" when some line starts at the margin."""
+    indent: bytes | None = None
+    for raw in head.split(b"\n")[:lines]:
+        raw = raw.rstrip(b"\r")
+        if not raw.strip():
+            continue
+        lead = raw[:len(raw) - len(raw.lstrip(b" \t"))]
+        indent = lead if indent is None else indent[:next((i for i, (a, b) in enumerate(zip(indent, lead)) if a != b),
+                                                          min(len(indent), len(lead)))]
+        if not indent:
+            return ""
+    return (indent or b"").decode("ascii")
+
+
 def split_prefix(line: str) -> tuple[int | None, tuple | None, str]:
     """Peel rank prefixes off a line: (rank or None, timestamp from a prefix or None, body)."""
     rank, local, ts, body, task = peel_prefix(line)
