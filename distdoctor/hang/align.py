@@ -157,10 +157,15 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
                     Cause("collective_timeout", 0.6, base)]
         v.location = _location(r.file, r.line, "the straggler's own frame")
     else:
-        v.causes = [Cause("collective_timeout", 0.8, base + [
-            "a straggler: the others' collective is not mismatched, it waits for this rank's "
-            + ("data loading" if r.state == "data loading" else "I/O or compute")])]
-        v.location = _location(r.file, r.line, "the straggler's own frame")
+        ev = base + ["a straggler: the others' collective is not mismatched, it waits for this rank's "
+                     + ("data loading" if r.state == "data loading" else "I/O or compute")]
+        w = r.worker
+        if w:
+            ev.append(f"its DataLoader worker (pid {w.get('pid')}) is in the dataset's code: "
+                      f"{short(w.get('file'))}:{w.get('line')} in {w.get('function')}")
+        v.causes = [Cause("collective_timeout", 0.8, ev)]
+        v.location = _location(w.get("file"), w.get("line"), f"where rank {r.rank}'s DataLoader worker is") \
+            if w else _location(r.file, r.line, "the straggler's own frame")
     v.odd_ranks = sorted(x.rank for x in late if x.rank is not None)
     v.summary = f"{', '.join(_label(x) for x in late)} never reached the collective the others wait in" + \
         (": stopped in a debugger" if v.causes[0].id == "debugger_on_one_rank" else "")

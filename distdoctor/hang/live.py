@@ -16,7 +16,7 @@ from pathlib import Path
 
 from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang.frames import fill, main_thread, pyspy_frames
-from distdoctor.hang.model import EXITED, UNKNOWN, ZOMBIE, HostSnapshot, RankSnapshot
+from distdoctor.hang.model import DATA, EXITED, UNKNOWN, ZOMBIE, HostSnapshot, RankSnapshot
 from distdoctor import stacks
 from distdoctor.stacks import RankProcess, find_rank_processes
 from distdoctor.tracer import FR_DEFAULT_PREFIX
@@ -48,12 +48,12 @@ def _int(value: str | None) -> int | None:
     return int(value) if value is not None and value.lstrip("-").isdigit() else None
 
 
-def dump_one(py_spy: str, proc: RankProcess, timeout: float, nonblocking: bool = False
+def dump_one(py_spy: str, pid: int, timeout: float, nonblocking: bool = False
              ) -> tuple[list[dict] | None, str | None]:
     """py-spy's JSON threads of one process, or (None, one-line reason). py-spy pauses the process for the
     moment it reads the stack; nonblocking=True does not pause it (the stack may then be inconsistent)."""
     try:
-        spy = subprocess.Popen([py_spy, "dump", "--json", "--pid", str(proc.pid),
+        spy = subprocess.Popen([py_spy, "dump", "--json", "--pid", str(pid),
                                 *(["--nonblocking"] if nonblocking else [])], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
     except OSError as exc:
@@ -82,7 +82,7 @@ def _snapshot(proc: RankProcess, host: str, py_spy: str, timeout: float, nonbloc
     if proc.zombie:
         snap.state, snap.error = ZOMBIE, "exited, not yet reaped by its parent (zombie)"
         return snap
-    threads, error = dump_one(py_spy, proc, timeout, nonblocking)
+    threads, error = dump_one(py_spy, proc.pid, timeout, nonblocking)
     if threads is None:
         gone = not Path(f"/proc/{proc.pid}").exists()
         snap.state = EXITED if gone else UNKNOWN
@@ -93,9 +93,43 @@ def _snapshot(proc: RankProcess, host: str, py_spy: str, timeout: float, nonbloc
         snap.error = "py-spy returned no thread"
         return snap
     fill(snap, pyspy_frames(thread))
+    if snap.state == DATA:
+        snap.worker = stuck_worker(proc.pid, py_spy, timeout, nonblocking)
     if env.get("SLURM_PROCID") and snap.rank is None:
         snap.rank = _int(env["SLURM_PROCID"])
     return snap
+
+
+MAX_WORKERS = 8  # DataLoader workers of one rank dumped when the rank waits for a batch
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of `pid` (a rank's DataLoader workers), from /proc."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                    out.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return sorted(out)
+
+
+def stuck_worker(pid: int, py_spy: str, timeout: float, nonblocking: bool) -> dict | None:
+    """A rank waits for its next batch: the first of its DataLoader workers whose main thread is in the user's
+    own code (the Dataset's __getitem__, a collate_fn), as {pid, file, line, function}; None when every worker
+    waits for work inside torch (idle) or none could be read."""
+    for child in children(pid)[:MAX_WORKERS]:
+        threads, _ = dump_one(py_spy, child, timeout, nonblocking)
+        thread = main_thread(threads or [], child)
+        if thread is None:
+            continue
+        probe = fill(RankSnapshot(None, child, ""), pyspy_frames(thread))
+        if probe.file:  # an idle worker waits for indices inside torch: no frame of the user's
+            return {"pid": child, "file": probe.file, "line": probe.line, "function": probe.function}
+    return None
 
 
 def expected_ranks(procs: list[RankProcess]) -> list[int]:

@@ -2,7 +2,7 @@
 and are analysed by the same code as two local ranks.
 
 A rank snapshot: {rank, local_rank, host, pid, world_size, state, op, file, line, function, path, frames,
-error}. `frames` is the main thread's stack, innermost first ({file, line, function}); `path` is the user's
+error, worker}. `frames` is the main thread's stack, innermost first ({file, line, function}); `path` is the user's
 frames of it, outermost first; `file`/`line`/`function` is the innermost user frame.
 """
 
@@ -44,6 +44,8 @@ class RankSnapshot:
     path: list[Frame] = field(default_factory=list)  # user frames, outermost first
     frames: list[Frame] = field(default_factory=list)  # the whole main-thread stack, innermost first
     error: str | None = None  # why the stack is missing or partial
+    # data loading: a DataLoader worker of this rank stuck in the user's code ({pid, file, line, function})
+    worker: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -54,8 +56,9 @@ class RankSnapshot:
                                         "line", "function", "error")}
         known["host"] = known["host"] or "?"
         known["state"] = known["state"] or UNKNOWN
+        worker = d.get("worker") if isinstance(d.get("worker"), dict) else None
         return cls(**known, path=[Frame(**f) for f in d.get("path") or []],
-                   frames=[Frame(**f) for f in d.get("frames") or []])
+                   frames=[Frame(**f) for f in d.get("frames") or []], worker=worker)
 
     @property
     def site(self) -> str:

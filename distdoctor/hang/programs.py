@@ -46,5 +46,6 @@ CASES = [
     HangCase("hang_breakpoint_rank0", 2, (0,), "debugger_on_one_rank", "breakpoint()", stdin_open=True),
     HangCase("hang_early_return", 2, (0,), "rank_conditional_collective", "if rank != 0:"),
     HangCase("hang_collective_order", 2, (0,), "rank_conditional_collective", "if rank == 0:"),
+    HangCase("hang_loader_worker", 2, (1,), "collective_timeout", "time.sleep(3600)  # the read that never returns"),
 ]
 BY_NAME = {c.name: c for c in CASES}

@@ -345,6 +345,11 @@ CASES: list[Case] = [
          expect=["Timed out waiting 5000ms"],
          notes="all_reduce under `if rank == 0`; gloo times out on rank 0 after the 5 s group timeout, "
                "the agent then SIGTERMs rank 1."),
+    Case("gen_recv_unmatched", "rank_conditional_collective", "fail_recv_unmatched.py", 1,
+         expect=["Connection closed by peer"], attempts=3,
+         notes="rank 0 sends on even steps only and exits cleanly after its loop; rank 1, in dist.recv for "
+               "step 1, reads the closed socket; torchrun lists rank 1 alone (the race where the socket is reset "
+               "first is kept as race_recv_unmatched_reset)."),
     Case("gen_rank0_allreduce_logdir", "rank_conditional_collective", "fail_rank0_allreduce.py", 0,
          expect=["ChildFailedError"], per_rank_dir=True,
          notes="gen_rank0_allreduce with --log-dir and --redirects 3: the console (this .log) has only the "
