@@ -617,3 +617,59 @@ def test_accounts_in_the_words_people_use():
     assert ids[0] == "gloo_socket_ifname"
     scores = {c["id"]: c["score"] for c in diagnose_text(OTHERS_HANG)["causes"]}
     assert scores["rank_conditional_collective"] > scores.get("collective_timeout", 0)
+
+
+# https://discuss.pytorch.org/t/training-hangs-on-loss-backward-with-ddp-nnodes-2-nproc-per-node-3/220127 (its title)
+NNODES_HANG = "Training hangs on loss.backward() with DDP --nnodes=2 --nproc_per_node=3\n"
+
+
+def test_a_setting_keyword_beside_a_log_is_context_worth_one_setting_at_most():
+    """`--nnodes` says how the job was launched, which any multi-node job's failure shows: beside a log (here a log of
+    prose) it adds a candidate at the `context` level, worth SETTING_WEIGHT however often the description and the
+    log repeat it, under the log's best neighbour."""
+    from distdoctor.diagnose.engine import SETTING_WEIGHT
+
+    causes = diagnose_text(NNODES_HANG, context="DDP over 2 nodes x 3 processes (torchrun --nnodes=2 "
+                                                "--nproc_per_node=3)")["causes"]
+    rdzv = next(c for c in causes if c["id"] == "rendezvous_unreachable")
+    assert rdzv["level"] == "context" and rdzv["score"] == SETTING_WEIGHT
+    assert "how the job was set up" in rdzv["evidence"][0]["proves"]
+    assert causes[0]["id"] != "rendezvous_unreachable" and causes[0]["level"] == "similar"
+
+
+def test_a_setting_keyword_with_no_log_is_the_account_and_keeps_its_words_level():
+    """With no log the description is all there is: its setting words count as words, in full."""
+    from distdoctor.diagnose.engine import KEYWORD_WEIGHT
+
+    causes = diagnose_text("", context="DDP over 2 nodes x 3 processes (torchrun --nnodes=2 --nproc_per_node=3)")
+    rdzv = next(c for c in causes["causes"] if c["id"] == "rendezvous_unreachable")
+    assert rdzv["level"] == "words" and rdzv["score"] >= KEYWORD_WEIGHT
+
+
+def test_a_keyword_naming_the_cause_leads_a_setting_keyword_of_the_same_cause():
+    """A description with both a setting (`drop_last`) and words naming the cause (a different number of batches):
+    the cause's description line is `words`, and the setting adds at most SETTING_WEIGHT."""
+    from distdoctor.diagnose.engine import KEYWORD_WEIGHT, SETTING_WEIGHT
+
+    words = "drop_last=False and the ranks get a different number of batches"
+    causes = diagnose_text(NNODES_HANG, context=words)["causes"]
+    uneven = next(c for c in causes if c["id"] == "dataloader_uneven")
+    said = [ev for ev in uneven["evidence"] if ev["file"] == "<context>"]
+    assert [ev["level"] for ev in said] == ["words"] and "set up" not in said[0]["proves"]
+    assert uneven["score"] <= KEYWORD_WEIGHT + SETTING_WEIGHT + 1.5  # and at most the best neighbour's votes
+
+
+def test_setting_keywords_are_read_from_the_knowledge_base():
+    """An entry's keyword written {regex, level: context} is a keyword and a setting keyword; a plain string is a
+    keyword only."""
+    from distdoctor.diagnose.matcher import matcher_for
+    from distdoctor.diagnose.engine import _settings_aside
+
+    m = matcher_for(None)
+    assert ("rendezvous_unreachable", r"\bnnodes\b") in m.settings
+    assert ("rendezvous_unreachable", r"\bnnodes\b") in {(c, rx.pattern) for c, rx in m.keywords}
+    assert not any(c == "mpi_launcher_env" for c, _ in m.settings)  # a launcher named is the cause's own word
+    spent: dict = {}
+    out = _settings_aside([("a", "x", "x", 2.0), ("a", "y", "y", 2.0), ("b", "z", "z", 2.0)], {("a", "x"), ("a", "y")},
+                          spent)
+    assert [w for *_, w in out] == [1.0, 0.0, 2.0] and spent == {"a": 1.0}

@@ -219,6 +219,8 @@ class Matcher:
         # (MASTER_ADDR, IB, RoCE) matches as written, so "RoCE" does not match "process".
         self.keywords = [(e.cause, re.compile(k, 0 if re.sub(r"\\.", "", k) != re.sub(r"\\.", "", k).lower() else re.I))
                          for e in entries for k in e.keywords]
+        # keywords that only say how the job was set up (`level: context`): (cause, regex)
+        self.settings = {(e.cause, k) for e in entries for k in e.setting_keywords}
         words = set(STRUCTURAL_ANCHORS)
         for sig in self.signatures:
             for a in sig.anchors:
