@@ -673,3 +673,24 @@ def test_setting_keywords_are_read_from_the_knowledge_base():
     out = _settings_aside([("a", "x", "x", 2.0), ("a", "y", "y", 2.0), ("b", "z", "z", 2.0)], {("a", "x"), ("a", "y")},
                           spent)
     assert [w for *_, w in out] == [1.0, 0.0, 2.0] and spent == {"a": 1.0}
+
+
+def test_causes_that_read_one_line_alike_are_candidates_ordered_by_the_neighbours():
+    """Across nodes, NCCL's "unhandled system error" is read alike by the interface and the unreachable-peer
+    entries (same level, same score): the log cannot tell them apart, so no confident top cause; the tie is ordered
+    by the BM25 neighbours' votes, the name only when they give none."""
+    from distdoctor.diagnose.engine import _break_tie
+
+    r = diagnose_text(UNHANDLED_SYSTEM, context="two nodes, PyTorch with NCCL 2.4.8")
+    top2 = r["causes"][:2]
+    assert {c["id"] for c in top2} == {"nccl_socket_ifname", "rendezvous_unreachable"}
+    assert top2[0]["score"] == top2[1]["score"] and r["verdict"] == "candidates" and r["fix"] is None
+    assert all(c["role"] == "candidate" for c in r["causes"])
+    # a cause with the log's own signature alone keeps its confident answer
+    assert diagnose_text(DDP_MODELS)["verdict"] == "confident"
+    sig = {"a": [{"kind": "first failure", "level": "signature"}], "b": [{"kind": "first failure", "level": "signature"}],
+           "c": [{"kind": "similar", "level": "similar"}]}
+    ranked = [("a", 2.0), ("b", 2.0), ("c", 2.0)]
+    assert _break_tie(ranked, sig, lambda: {"b": 0.6, "c": 1.0}) == [("b", 2.0), ("a", 2.0), ("c", 2.0)]
+    assert _break_tie(ranked, sig, lambda: {}) == ranked  # no votes: as ranked
+    assert _break_tie([("a", 3.0), ("b", 2.0)], sig, lambda: 1 / 0) == [("a", 3.0), ("b", 2.0)]  # no tie: no lookup

@@ -53,9 +53,13 @@ def order(evidence: list[dict]) -> int:
 
 
 def verdict(causes: list[dict]) -> str:
+    """`confident` when the top cause rests on a confident level and no other cause ties it (same tier, same score:
+    the log reads alike for both, as NCCL's "unhandled system error" for an interface and an unreachable peer, and
+    cannot tell them apart); else `candidates`."""
     if not causes:
         return "none"
-    return "confident" if causes[0]["level"] in CONFIDENT else "candidates"
+    tied = len(causes) > 1 and causes[1]["level"] in CONFIDENT and causes[1]["score"] == causes[0]["score"]
+    return "confident" if causes[0]["level"] in CONFIDENT and not tied else "candidates"
 
 
 def needs_more(evidence_of: dict[str, list[dict]], scores: dict[str, float], first) -> bool:

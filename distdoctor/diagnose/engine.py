@@ -368,6 +368,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
 
     ranked = sorted(((c, s) for c, s in scores.items() if s > 0 and c in matcher.entries),
                     key=lambda cs: (-calibrate.order(evidence_of.get(cs[0], [])), -cs[1], cs[0]))
+    ranked = _break_tie(ranked, evidence_of, lambda: _votes(builder, first, references_root, context, tally.head))
     causes = []
     for cause, score in ranked:
         e = matcher.entries[cause]
@@ -579,6 +580,33 @@ def _alternatives(builder: EventBuilder, first: Event | None, references_root, c
                 if m.score >= alternatives.ALT_SIMILAR_MIN]
 
     return alternatives.pick(structural, similar, matcher.entries, causes, ruled)
+
+
+def _break_tie(ranked: list[tuple[str, float]], evidence_of: dict[str, list[dict]],
+               votes) -> list[tuple[str, float]]:
+    """The causes that tie for first place (same order, same score: one line several causes read alike, such as
+    NCCL's "unhandled system error") ordered by the votes of the log's BM25 neighbours (`votes()`: cause -> share
+    of the best cause's votes), not by name; the rest as ranked. (calibrate.verdict makes a tie candidates.)"""
+    if len(ranked) < 2:
+        return ranked
+    key = (calibrate.order(evidence_of.get(ranked[0][0], [])), round(ranked[0][1], 2))
+    n = 1
+    while n < len(ranked) and (calibrate.order(evidence_of.get(ranked[n][0], [])), round(ranked[n][1], 2)) == key:
+        n += 1
+    if n == 1:
+        return ranked
+    by_votes = votes()
+    return sorted(ranked[:n], key=lambda cs: -by_votes.get(cs[0], 0.0)) + ranked[n:]
+
+
+def _votes(builder: EventBuilder, first: Event | None, references_root, context: str | None,
+           head: bytes) -> dict[str, float]:
+    """Cause -> the best share of votes the log's BM25 neighbours give it."""
+    known, _, failures, _ = _compared(builder, first, references_root)
+    out: dict[str, float] = {}
+    for m in known.similar(_query(failures, head, context)):
+        out[m.cause] = max(out.get(m.cause, 0.0), m.score)
+    return out
 
 
 def _compared_events(builder: EventBuilder, first: Event | None) -> list[Event]:
