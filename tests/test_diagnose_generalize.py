@@ -667,7 +667,7 @@ def test_setting_keywords_are_read_from_the_knowledge_base():
 
     m = matcher_for(None)
     assert ("rendezvous_unreachable", r"\bnnodes\b") in m.settings
-    assert ("rendezvous_unreachable", r"\bnnodes\b") in {(c, rx.pattern) for c, rx in m.keywords}
+    assert ("rendezvous_unreachable", r"\bnnodes\b") in {(c, kw) for c, kw, _ in m.keywords}
     assert not any(c == "mpi_launcher_env" for c, _ in m.settings)  # a launcher named is the cause's own word
     spent: dict = {}
     out = _settings_aside([("a", "x", "x", 2.0), ("a", "y", "y", 2.0), ("b", "z", "z", 2.0)], {("a", "x"), ("a", "y")},
@@ -694,3 +694,23 @@ def test_causes_that_read_one_line_alike_are_candidates_ordered_by_the_neighbour
     assert _break_tie(ranked, sig, lambda: {"b": 0.6, "c": 1.0}) == [("b", 2.0), ("a", 2.0), ("c", 2.0)]
     assert _break_tie(ranked, sig, lambda: {}) == ranked  # no votes: as ranked
     assert _break_tie([("a", 3.0), ("b", 2.0)], sig, lambda: 1 / 0) == [("a", 3.0), ("b", 2.0)]  # no tie: no lookup
+
+
+# https://github.com/aws-samples/aws-hpc-tutorials/pull/448 (a Slurm job whose MASTER_ADDR named the head node)
+SLURM_SOCKET = ("[E socket.cpp:860] [c10d] The client socket has timed out after 900s while trying to connect to "
+                "(ip-192-168-1-95, 12234)\n")
+
+
+def test_keywords_are_smart_case_per_alternative():
+    """A lower-case branch of a keyword ignores case even beside a branch with capitals: `\\bslurm\\b|SLURM_\\w+`
+    reads "Slurm"; a branch with capitals (RoCE, SLURM_) matches as written."""
+    from distdoctor.diagnose.matcher import _branches, smart_case
+
+    assert _branches(r"\bsrun\b|#SBATCH|(a|b)[|]x|\|y") == [r"\bsrun\b", "#SBATCH", "(a|b)[|]x", r"\|y"]
+    rx = smart_case(r"\bslurm\b|SLURM_\w+")
+    assert rx.search("a Slurm job") and rx.search("SLURM_PROCID=3") and not rx.search("slurm_procid")
+    assert not smart_case(r"infiniband|RoCE").search("process") and smart_case(r"infiniband|RoCE").search("InfiniBand")
+    assert smart_case("tensorboard").search("TensorBoard") and not smart_case("LOCAL_RANK").search("local_rank")
+    # the setting named in the description adds its cause after the log's own (a Slurm job's socket timeout)
+    ids = [c["id"] for c in diagnose_text(SLURM_SOCKET, context="AWS ParallelCluster Slurm job across nodes")["causes"]]
+    assert ids[0] == "rendezvous_unreachable" and "slurm_launch" in ids[:3]
