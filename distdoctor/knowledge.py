@@ -81,7 +81,12 @@ class Entry:
 
     @property
     def keywords(self) -> list[str]:
-        return list(self.block.get("keywords", []))
+        return [k if isinstance(k, str) else k["regex"] for k in self.block.get("keywords", [])]
+
+    @property
+    def setting_keywords(self) -> list[str]:
+        """The keywords marked `level: context`: words that only say how the job was set up."""
+        return [k["regex"] for k in self.block.get("keywords", []) if isinstance(k, dict) and k.get("level") == "context"]
 
     @property
     def anchor(self) -> str:

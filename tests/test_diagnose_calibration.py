@@ -336,3 +336,15 @@ def test_the_persons_words_outrank_launcher_context():
     assert r["verdict"] == "candidates"
     assert [c["id"] for c in r["causes"]][:2] == ["logger_init_all_ranks", "mpi_launcher_env"]
     assert r["causes"][1]["level"] == "context"
+
+
+def test_a_tie_for_the_top_is_not_a_confident_answer():
+    """Two causes on a confident level with the same score: the log cannot tell them apart (candidates); a lower
+    second cause, or a tie on a weaker level behind a confident top, leaves the answer confident."""
+    from distdoctor.diagnose import calibrate
+
+    sig, sim = {"level": "signature"}, {"level": "similar"}
+    assert calibrate.verdict([{**sig, "score": 2.0}, {**sig, "score": 2.0}]) == "candidates"
+    assert calibrate.verdict([{**sig, "score": 2.0}, {**sig, "score": 1.6}]) == "confident"
+    assert calibrate.verdict([{**sig, "score": 2.0}, {**sim, "score": 2.0}]) == "confident"
+    assert calibrate.verdict([{**sig, "score": 2.0}]) == "confident" and calibrate.verdict([]) == "none"

@@ -617,3 +617,100 @@ def test_accounts_in_the_words_people_use():
     assert ids[0] == "gloo_socket_ifname"
     scores = {c["id"]: c["score"] for c in diagnose_text(OTHERS_HANG)["causes"]}
     assert scores["rank_conditional_collective"] > scores.get("collective_timeout", 0)
+
+
+# https://discuss.pytorch.org/t/training-hangs-on-loss-backward-with-ddp-nnodes-2-nproc-per-node-3/220127 (its title)
+NNODES_HANG = "Training hangs on loss.backward() with DDP --nnodes=2 --nproc_per_node=3\n"
+
+
+def test_a_setting_keyword_beside_a_log_is_context_worth_one_setting_at_most():
+    """`--nnodes` says how the job was launched, which any multi-node job's failure shows: beside a log (here a log of
+    prose) it adds a candidate at the `context` level, worth SETTING_WEIGHT however often the description and the
+    log repeat it, under the log's best neighbour."""
+    from distdoctor.diagnose.engine import SETTING_WEIGHT
+
+    causes = diagnose_text(NNODES_HANG, context="DDP over 2 nodes x 3 processes (torchrun --nnodes=2 "
+                                                "--nproc_per_node=3)")["causes"]
+    rdzv = next(c for c in causes if c["id"] == "rendezvous_unreachable")
+    assert rdzv["level"] == "context" and rdzv["score"] == SETTING_WEIGHT
+    assert "how the job was set up" in rdzv["evidence"][0]["proves"]
+    assert causes[0]["id"] != "rendezvous_unreachable" and causes[0]["level"] == "similar"
+
+
+def test_a_setting_keyword_with_no_log_is_the_account_and_keeps_its_words_level():
+    """With no log the description is all there is: its setting words count as words, in full."""
+    from distdoctor.diagnose.engine import KEYWORD_WEIGHT
+
+    causes = diagnose_text("", context="DDP over 2 nodes x 3 processes (torchrun --nnodes=2 --nproc_per_node=3)")
+    rdzv = next(c for c in causes["causes"] if c["id"] == "rendezvous_unreachable")
+    assert rdzv["level"] == "words" and rdzv["score"] >= KEYWORD_WEIGHT
+
+
+def test_a_keyword_naming_the_cause_leads_a_setting_keyword_of_the_same_cause():
+    """A description with both a setting (`drop_last`) and words naming the cause (a different number of batches):
+    the cause's description line is `words`, and the setting adds at most SETTING_WEIGHT."""
+    from distdoctor.diagnose.engine import KEYWORD_WEIGHT, SETTING_WEIGHT
+
+    words = "drop_last=False and the ranks get a different number of batches"
+    causes = diagnose_text(NNODES_HANG, context=words)["causes"]
+    uneven = next(c for c in causes if c["id"] == "dataloader_uneven")
+    said = [ev for ev in uneven["evidence"] if ev["file"] == "<context>"]
+    assert [ev["level"] for ev in said] == ["words"] and "set up" not in said[0]["proves"]
+    assert uneven["score"] <= KEYWORD_WEIGHT + SETTING_WEIGHT + 1.5  # and at most the best neighbour's votes
+
+
+def test_setting_keywords_are_read_from_the_knowledge_base():
+    """An entry's keyword written {regex, level: context} is a keyword and a setting keyword; a plain string is a
+    keyword only."""
+    from distdoctor.diagnose.matcher import matcher_for
+    from distdoctor.diagnose.engine import _settings_aside
+
+    m = matcher_for(None)
+    assert ("rendezvous_unreachable", r"\bnnodes\b") in m.settings
+    assert ("rendezvous_unreachable", r"\bnnodes\b") in {(c, kw) for c, kw, _ in m.keywords}
+    assert not any(c == "mpi_launcher_env" for c, _ in m.settings)  # a launcher named is the cause's own word
+    spent: dict = {}
+    out = _settings_aside([("a", "x", "x", 2.0), ("a", "y", "y", 2.0), ("b", "z", "z", 2.0)], {("a", "x"), ("a", "y")},
+                          spent)
+    assert [w for *_, w in out] == [1.0, 0.0, 2.0] and spent == {"a": 1.0}
+
+
+def test_causes_that_read_one_line_alike_are_candidates_ordered_by_the_neighbours():
+    """Across nodes, NCCL's "unhandled system error" is read alike by the interface and the unreachable-peer
+    entries (same level, same score): the log cannot tell them apart, so no confident top cause; the tie is ordered
+    by the BM25 neighbours' votes, the name only when they give none."""
+    from distdoctor.diagnose.engine import _break_tie
+
+    r = diagnose_text(UNHANDLED_SYSTEM, context="two nodes, PyTorch with NCCL 2.4.8")
+    top2 = r["causes"][:2]
+    assert {c["id"] for c in top2} == {"nccl_socket_ifname", "rendezvous_unreachable"}
+    assert top2[0]["score"] == top2[1]["score"] and r["verdict"] == "candidates" and r["fix"] is None
+    assert all(c["role"] == "candidate" for c in r["causes"])
+    # a cause with the log's own signature alone keeps its confident answer
+    assert diagnose_text(DDP_MODELS)["verdict"] == "confident"
+    sig = {"a": [{"kind": "first failure", "level": "signature"}], "b": [{"kind": "first failure", "level": "signature"}],
+           "c": [{"kind": "similar", "level": "similar"}]}
+    ranked = [("a", 2.0), ("b", 2.0), ("c", 2.0)]
+    assert _break_tie(ranked, sig, lambda: {"b": 0.6, "c": 1.0}) == [("b", 2.0), ("a", 2.0), ("c", 2.0)]
+    assert _break_tie(ranked, sig, lambda: {}) == ranked  # no votes: as ranked
+    assert _break_tie([("a", 3.0), ("b", 2.0)], sig, lambda: 1 / 0) == [("a", 3.0), ("b", 2.0)]  # no tie: no lookup
+
+
+# https://github.com/aws-samples/aws-hpc-tutorials/pull/448 (a Slurm job whose MASTER_ADDR named the head node)
+SLURM_SOCKET = ("[E socket.cpp:860] [c10d] The client socket has timed out after 900s while trying to connect to "
+                "(ip-192-168-1-95, 12234)\n")
+
+
+def test_keywords_are_smart_case_per_alternative():
+    """A lower-case branch of a keyword ignores case even beside a branch with capitals: `\\bslurm\\b|SLURM_\\w+`
+    reads "Slurm"; a branch with capitals (RoCE, SLURM_) matches as written."""
+    from distdoctor.diagnose.matcher import _branches, smart_case
+
+    assert _branches(r"\bsrun\b|#SBATCH|(a|b)[|]x|\|y") == [r"\bsrun\b", "#SBATCH", "(a|b)[|]x", r"\|y"]
+    rx = smart_case(r"\bslurm\b|SLURM_\w+")
+    assert rx.search("a Slurm job") and rx.search("SLURM_PROCID=3") and not rx.search("slurm_procid")
+    assert not smart_case(r"infiniband|RoCE").search("process") and smart_case(r"infiniband|RoCE").search("InfiniBand")
+    assert smart_case("tensorboard").search("TensorBoard") and not smart_case("LOCAL_RANK").search("local_rank")
+    # the setting named in the description adds its cause after the log's own (a Slurm job's socket timeout)
+    ids = [c["id"] for c in diagnose_text(SLURM_SOCKET, context="AWS ParallelCluster Slurm job across nodes")["causes"]]
+    assert ids[0] == "rendezvous_unreachable" and "slurm_launch" in ids[:3]

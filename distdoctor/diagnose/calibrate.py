@@ -9,8 +9,9 @@ Levels, strongest first:
 - `similar`: retrieval found a known log or entry like this one;
 - `words`: only the person's description (--context) names it (an error line pasted into the description
   and matched by a root signature counts as `signature`: it is the log's text, quoted);
-- `context`: a line of the log that only says how the job was launched (Open MPI's `[1,0]<stdout>:` tags),
-  never what failed: any cause prints it under that launcher.
+- `context`: a line of the log that only says how the job was launched (Open MPI's `[1,0]<stdout>:` tags), or,
+  beside a log, a setting keyword of the description or of a log of prose (`--nnodes`, `drop_last`,
+  `LOCAL_RANK`: how the job was set up; engine.SETTING_WEIGHT), never what failed: any cause's job shows it.
 Only `signature` and `structural` make a confident answer (a top cause, its fix and patch). A cause resting
 on `symptom`, `similar`, `words` or `context` is a candidate to confirm, shown with what to check.
 """
@@ -27,7 +28,7 @@ CONFIDENT = ("structural", "signature")
 
 def level_of(ev: dict) -> str:
     if ev.get("file") == "<context>" or ev.get("kind") == "keyword":
-        return "signature" if ev.get("quoted") else "words"
+        return "signature" if ev.get("quoted") else "context" if ev.get("context") else "words"
     if ev.get("kind") in ("structural", "similar"):
         return ev["kind"]
     return "symptom" if ev.get("symptom") else "context" if ev.get("context") else "signature"
@@ -52,9 +53,13 @@ def order(evidence: list[dict]) -> int:
 
 
 def verdict(causes: list[dict]) -> str:
+    """`confident` when the top cause rests on a confident level and no other cause ties it (same tier, same score:
+    the log reads alike for both, as NCCL's "unhandled system error" for an interface and an unreachable peer, and
+    cannot tell them apart); else `candidates`."""
     if not causes:
         return "none"
-    return "confident" if causes[0]["level"] in CONFIDENT else "candidates"
+    tied = len(causes) > 1 and causes[1]["level"] in CONFIDENT and causes[1]["score"] == causes[0]["score"]
+    return "confident" if causes[0]["level"] in CONFIDENT and not tied else "candidates"
 
 
 def needs_more(evidence_of: dict[str, list[dict]], scores: dict[str, float], first) -> bool:

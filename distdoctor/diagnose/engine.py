@@ -24,6 +24,10 @@ ECHO_BONUS = 8.0
 KEYWORD_WEIGHT = 2.0       # a keyword of the person's words; half that when the first failure has a cause of its own
 PROSE_WEIGHT = 1.0       # a keyword in a short log that holds no error line (someone's account, not the job's output)
 PROSE_LINES = 20
+# beside a log, a setting keyword (`level: context`: a flag, a variable, an option every distributed job may show)
+# breaks ties and adds a candidate, never outranks the log's own evidence or its best neighbour
+# (a keyword's half, under the 1.5 of the log's best neighbour, SIMILAR_WEIGHT), once per cause
+SETTING_WEIGHT = 1.0
 # a line the job printed about its own set-up (a glog INFO / WARNING record, an option of ProcessGroupNCCL's dump):
 # its words are banners and settings ("NCCL watchdog thread started!", "TIMEOUT(ms): 5000"), not an account
 JOB_RECORD = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|^[A-Z][A-Z0-9_]*(?:\(\w+\))?: \S+$")
@@ -313,6 +317,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     for cause, sc in tally.structural_scores.items():
         scores[cause] += sc
     context_hits: list[dict] = []
+    set_up: dict[str, float] = {}  # cause -> what its setting keywords scored (SETTING_WEIGHT at most)
     if context:
         kw_weight = KEYWORD_WEIGHT / 2 if first is not None and explained else KEYWORD_WEIGHT
         kw_hits = matcher.match_keywords(context)
@@ -323,12 +328,14 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         # symptom's words count half beside words naming a cause (_weigh_keywords), in full alone (words-only
         # cases of evals/cases.jsonl: top-1 47 -> 49 of 61)
         has_log = bool(_plain(tally.head))
-        symptom_only = has_log and all(cause in SYMPTOM_CAUSES for cause, _, _ in kw_hits)
+        symptom_only = has_log and all(cause in SYMPTOM_CAUSES or (cause, kw) in matcher.settings
+                                       for cause, kw, _ in kw_hits)
         weighed = [(*h, kw_weight / 2 if symptom_only else kw_weight) for h in kw_hits] if has_log \
             else _weigh_keywords(kw_hits, kw_weight)
-        for cause, kw, words, weight in weighed:
+        for cause, kw, words, weight in _settings_aside(weighed, matcher.settings if has_log else set(), set_up):
             scores[cause] += weight
-            context_hits.append({"cause": cause, "keyword": kw, "words": words})
+            context_hits.append({"cause": cause, "keyword": kw, "words": words,
+                                 "setting": has_log and (cause, kw) in matcher.settings})
         for i, line in enumerate(context.splitlines(), 1):
             for h in (h for h in matcher.match_line(line) if h.active(seen)):
                 scores[h.cause] += h.weight
@@ -344,9 +351,12 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         # a few lines without a single error line are someone's account of the failure (a long quiet log is a
         # job's own output, whose banners and settings say nothing of a cause): its words count as words
         prose = "\n".join(ln for ln in _plain(tally.head).splitlines() if not JOB_RECORD.match(ln.strip()))
-        for cause, kw, words, weight in _weigh_keywords(matcher.match_keywords(prose), PROSE_WEIGHT):
+        weighed = _settings_aside(_weigh_keywords(matcher.match_keywords(prose), PROSE_WEIGHT), matcher.settings,
+                                  set_up)
+        for cause, kw, words, weight in weighed:
             scores[cause] += weight
-            prose_hits.append({"cause": cause, "keyword": kw, "words": words, "text": prose[:500]})
+            prose_hits.append({"cause": cause, "keyword": kw, "words": words, "text": prose[:500],
+                               "setting": (cause, kw) in matcher.settings})
 
     evidence_of: dict[str, list[dict]] = {}
     for cause in scores:
@@ -363,6 +373,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
 
     ranked = sorted(((c, s) for c, s in scores.items() if s > 0 and c in matcher.entries),
                     key=lambda cs: (-calibrate.order(evidence_of.get(cs[0], [])), -cs[1], cs[0]))
+    ranked = _break_tie(ranked, evidence_of, lambda: _votes(builder, first, references_root, context, tally.head))
     causes = []
     for cause, score in ranked:
         e = matcher.entries[cause]
@@ -375,12 +386,15 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                     "kind": "first failure", "proves": own[0].proves,
                     **_lead_mark(own, cause in symptoms)}
             evidence = [lead] + [e for e in evidence if (e["file"], e["line"]) != (lead["file"], lead["line"])]
+        # a keyword naming the cause before one that only names the set-up (`context`: it says how the job ran)
         evidence += [{"file": "<context>", "line": None, "text": context or "", "rank": None, "kind": "keyword",
-                      "proves": f"the description says {h['words']!r} (/{h['keyword']}/)"} for h in context_hits
-                     if h["cause"] == cause][:1]
+                      "proves": f"the description says {h['words']!r} (/{h['keyword']}/)"
+                                + (" (how the job was set up)" if h["setting"] else ""), "context": h["setting"]}
+                     for h in sorted(context_hits, key=lambda h: h["setting"]) if h["cause"] == cause][:1]
         evidence += [{"file": "<log>", "line": None, "text": h["text"], "rank": None, "kind": "keyword",
-                      "proves": f"the log (no error line in it) says {h['words']!r} (/{h['keyword']}/)"}
-                     for h in prose_hits if h["cause"] == cause][:1]
+                      "proves": f"the log (no error line in it) says {h['words']!r} (/{h['keyword']}/)"
+                                + (" (how the job was set up)" if h["setting"] else ""), "context": h["setting"]}
+                     for h in sorted(prose_hits, key=lambda h: h["setting"]) if h["cause"] == cause][:1]
         for ev in evidence:
             ev["level"] = calibrate.level_of(ev)
             ev.pop("symptom", None)
@@ -483,6 +497,20 @@ def _weigh_keywords(hits: list[tuple[str, str, str]], weight: float) -> list[tup
             for cause, kw, words in hits]
 
 
+def _settings_aside(weighed: list[tuple[str, str, str, float]], settings: set[tuple[str, str]],
+                    spent: dict[str, float]) -> list[tuple[str, str, str, float]]:
+    """Keyword hits with those that only name the job's set-up (`settings`: (cause, regex); `--nnodes`,
+    `drop_last`, `LOCAL_RANK` say how the job ran, which any cause's job shows) worth SETTING_WEIGHT at most per
+    cause, however many of them the description and the log's prose repeat (`spent`: what each cause has had)."""
+    out = []
+    for cause, kw, words, weight in weighed:
+        if (cause, kw) in settings:
+            weight = max(0.0, min(weight, SETTING_WEIGHT - spent.get(cause, 0.0)))
+            spent[cause] = spent.get(cause, 0.0) + weight
+        out.append((cause, kw, words, weight))
+    return out
+
+
 def _plain(head: bytes) -> str:
     """The first lines of the input without rank prefixes (what retrieval reads when no line is an error)."""
     return "\n".join(split_prefix(strip_ansi(ln))[2] for ln in head.decode("utf-8", "replace").splitlines()).strip()
@@ -557,6 +585,33 @@ def _alternatives(builder: EventBuilder, first: Event | None, references_root, c
                 if m.score >= alternatives.ALT_SIMILAR_MIN]
 
     return alternatives.pick(structural, similar, matcher.entries, causes, ruled)
+
+
+def _break_tie(ranked: list[tuple[str, float]], evidence_of: dict[str, list[dict]],
+               votes) -> list[tuple[str, float]]:
+    """The causes that tie for first place (same order, same score: one line several causes read alike, such as
+    NCCL's "unhandled system error") ordered by the votes of the log's BM25 neighbours (`votes()`: cause -> share
+    of the best cause's votes), not by name; the rest as ranked. (calibrate.verdict makes a tie candidates.)"""
+    if len(ranked) < 2:
+        return ranked
+    key = (calibrate.order(evidence_of.get(ranked[0][0], [])), round(ranked[0][1], 2))
+    n = 1
+    while n < len(ranked) and (calibrate.order(evidence_of.get(ranked[n][0], [])), round(ranked[n][1], 2)) == key:
+        n += 1
+    if n == 1:
+        return ranked
+    by_votes = votes()
+    return sorted(ranked[:n], key=lambda cs: -by_votes.get(cs[0], 0.0)) + ranked[n:]
+
+
+def _votes(builder: EventBuilder, first: Event | None, references_root, context: str | None,
+           head: bytes) -> dict[str, float]:
+    """Cause -> the best share of votes the log's BM25 neighbours give it."""
+    known, _, failures, _ = _compared(builder, first, references_root)
+    out: dict[str, float] = {}
+    for m in known.similar(_query(failures, head, context)):
+        out[m.cause] = max(out.get(m.cause, 0.0), m.score)
+    return out
 
 
 def _compared_events(builder: EventBuilder, first: Event | None) -> list[Event]:

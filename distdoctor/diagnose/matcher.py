@@ -92,6 +92,45 @@ class CompiledSignature:
         return bool(self.when or self.unless or self.differs or self.not_differs)
 
 
+def _branches(regex: str) -> list[str]:
+    """A regex's top-level alternatives (`a|b(c|d)` -> `a`, `b(c|d)`), escapes and character classes respected."""
+    out, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if regex[i + 1:i + 2] == "]" or regex[i + 1:i + 3] == "^]":  # a literal ] first in the class
+                i += 2 if regex[i + 1] == "]" else 3
+                continue
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            out.append(regex[start:i])
+            start = i + 1
+        i += 1
+    return out + [regex[start:]]
+
+
+def _has_capitals(regex: str) -> bool:
+    plain = re.sub(r"\\.", "", regex)
+    return plain != plain.lower()
+
+
+def smart_case(regex: str) -> re.Pattern[str]:
+    """A keyword compiled with smart case per top-level alternative: a branch in lower case ignores case."""
+    branches = _branches(regex)
+    if len(branches) == 1 or all(_has_capitals(b) for b in branches) or not any(map(_has_capitals, branches)):
+        return re.compile(regex, 0 if _has_capitals(regex) else re.I)
+    return re.compile("|".join(b if _has_capitals(b) else f"(?i:{b})" for b in branches))
+
+
 def differs_key(regex: str) -> str:
     """How a met `when_ranks_differ` condition is named among the conditions seen in an input."""
     return "ranks differ: " + regex
@@ -215,10 +254,12 @@ class Matcher:
         for c in sorted({c for sig in self.signatures for c in (sig.differs, sig.not_differs) if c}):
             anchors, ic = anchors_of(c)
             self.rank_values.append((c, re.compile(c), () if ic else anchors))
-        # Smart case: a keyword written in lower case matches any case; one with capitals
-        # (MASTER_ADDR, IB, RoCE) matches as written, so "RoCE" does not match "process".
-        self.keywords = [(e.cause, re.compile(k, 0 if re.sub(r"\\.", "", k) != re.sub(r"\\.", "", k).lower() else re.I))
-                         for e in entries for k in e.keywords]
+        # Smart case, per alternative: a keyword (or a top-level `|` branch of one) written in lower case matches
+        # any case; one with capitals (MASTER_ADDR, IB, RoCE) matches as written, so "RoCE" does not match
+        # "process" while `\bslurm\b|SLURM_\w+` still matches "Slurm". (cause, regex as written, compiled)
+        self.keywords = [(e.cause, k, smart_case(k)) for e in entries for k in e.keywords]
+        # keywords that only say how the job was set up (`level: context`): (cause, regex)
+        self.settings = {(e.cause, k) for e in entries for k in e.setting_keywords}
         words = set(STRUCTURAL_ANCHORS)
         for sig in self.signatures:
             for a in sig.anchors:
@@ -272,10 +313,10 @@ class Matcher:
     def match_keywords(self, text: str) -> list[tuple[str, str, str]]:
         """(cause, keyword regex, matched words) for each entry keyword found in what a person wrote."""
         out = []
-        for cause, rx in self.keywords:
+        for cause, kw, rx in self.keywords:
             m = rx.search(text)
             if m:
-                out.append((cause, rx.pattern, m.group(0)))
+                out.append((cause, kw, m.group(0)))
         return out
 
 
