@@ -76,3 +76,19 @@ def test_call_graph_follows_files_the_screen_left_out(tmp_path):
     found = check_paths([str(tmp_path)], select=["DD101"]).findings
     assert [(f.path.rsplit("/", 1)[-1], f.line) for f in found] == [("train.py", 4)]
     assert "evaluate() reaches helper() -> dist.all_reduce" in found[0].message
+
+
+def test_guard_is_transitive_across_files():
+    """A save two calls below a main-process-first block in another file is guarded (yolov7's dataset cache);
+    the same chain reached by one unguarded module-level call is reported."""
+    mod = rules.get("DD301")
+    data = ("import torch\nimport torch.distributed as dist\n\nclass Data:\n    def __init__(self, p):\n"
+            "        self.labels = self.cache_labels(p)\n\n    def cache_labels(self, p):\n"
+            "        torch.save(x, p)\n        return x\n")
+    train = ("import torch.distributed as dist\nfrom data import Data\n\ndef loader(rank, p):\n"
+             "    with torch_distributed_zero_first(rank):\n        return Data(p)\n")
+    parts = [check_source(data, "data.py", [mod]), check_source(train, "train.py", [mod])]
+    assert finish(parts, [mod]) == []
+    opened = check_source(train + "Data('x')\n", "train.py", [mod])
+    found = finish([parts[0], opened], [mod])
+    assert [(f.path, f.line, f.code) for f in found] == [("data.py", 9, "DD301")]

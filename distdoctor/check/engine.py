@@ -84,8 +84,14 @@ def check_source(source: str, path: str = "<string>", rules: Sequence[ModuleType
     result.extra["guarded_calls"] = {k for k, s in keys if k and s.guard is not None and s.guard.polarity != "data"}
     # a call in a program that is not distributed (a chat script calling merge_lora) runs in one process:
     # it does not make the function one that every rank runs
+    distributed = is_distributed(model)
     result.extra["open_calls"] = {k for k, s in keys if k and (s.guard is None or s.guard.polarity == "data")
-                                  and not s.main_first} if is_distributed(model) else set()
+                                  and not s.main_first} if distributed else set()
+    # caller -> callee edges for the transitive guard (engine._guarded_only); an uncovered call counts only
+    # where open_calls would count it
+    result.extra["call_edges"] = {
+        (None if s.func.name == "<module>" else s.func.key, k, _covered(s)) for k, s in keys
+        if k and (distributed or _covered(s))}
     could_report = result.findings or result.pending or any(
         isinstance(v, dict) and v.get("guarded") for v in result.extra.values())
     if could_report and ("noqa" in text or "distdoctor:" in text):
@@ -136,6 +142,7 @@ def check_file(path: str, label: str | None = None, codes: Sequence[str] | None 
         result = check_source(source, label, [r for r in rules if hasattr(r, "finish")], prefilter=False)
         if not any(s in source for s in PREFILTER):
             result.extra["open_calls"] = set()
+            result.extra["call_edges"] = {e for e in result.extra.get("call_edges", set()) if e[2]}
         return result
     except cst.ParserSyntaxError as exc:
         return FileResult(label, error=f"syntax error at line {exc.raw_line}, column {exc.raw_column}: "
@@ -148,12 +155,13 @@ def finish(results: list[FileResult], rules: Sequence[ModuleType]) -> list[Findi
     """Repository-wide steps and pending findings of one group of files (one PATH argument)."""
     marks = set().union(*(r.marks for r in results)) if results else set()
     repo_guarded_only = _guarded_only(results)
+    transitive = _transitively_guarded(results)
     findings = [f for r in results for f in r.findings]
     for r in results:
         for p in r.pending:
             if p.unless & marks or (p.when and not p.when & marks):
                 continue
-            if p.func and p.func in _guarded_only([r], repo_guarded_only):
+            if p.func and (p.func in _guarded_only([r], repo_guarded_only) or p.func in transitive):
                 continue
             findings.append(p.finding)
     for rule in rules:
@@ -161,6 +169,34 @@ def finish(results: list[FileResult], rules: Sequence[ModuleType]) -> list[Findi
             findings += rule.finish(results)
     by_path = {r.path: r for r in results}
     return sorted({f for f in findings if not _suppressed(f, by_path.get(f.path))}, key=Finding.sort_key)
+
+
+def _covered(site) -> bool:
+    """The call runs on some ranks only (not a per-rank data test), or after the main process went first."""
+    return site.guard is not None and site.guard.polarity != "data" or site.main_first
+
+
+def _transitively_guarded(results: list[FileResult]) -> set[str]:
+    """Functions every call of which runs under a guard or inside a function that is itself guarded-only,
+    to a fixpoint over the repository's call graph (least fixpoint: a recursive call justifies nothing).
+    Module-level calls are roots: an uncovered one keeps its callee open."""
+    covered: dict[str, set] = {}
+    open_by: dict[str, set] = {}
+    for r in results:
+        for caller, callee, is_covered in r.extra.get("call_edges", set()):
+            (covered if is_covered else open_by).setdefault(callee, set()).add(caller)
+    done: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for f in set(covered) | set(open_by):
+            if f in done:
+                continue
+            opens = open_by.get(f, set())
+            if all(c is not None and c in done for c in opens) and (covered.get(f) or opens):
+                done.add(f)
+                changed = True
+    return done
 
 
 def _guarded_only(results: list[FileResult], fallback: set[str] | None = None) -> set[str]:

@@ -81,6 +81,14 @@ VALID = [
     "        self.file = open(filename, 'wt')\n",
     # an in-memory buffer
     "import io\nimport torch\nimport torch.distributed as dist\nmem_file = io.BytesIO()\ntorch.save(ckpt, mem_file)\n",
+    # two calls under the main-process-first block: rank 0 writes the cache, the others then find it and load
+    # it (yolov7's create_dataloader -> LoadImagesAndLabels -> cache_labels)
+    "import torch\nimport torch.distributed as dist\n\nclass Data:\n    def __init__(self, p):\n"
+    "        self.cache = self.cache_labels(p)\n\n    def cache_labels(self, p):\n        torch.save(x, p)\n\n"
+    "def loader(rank, p):\n    with torch_distributed_zero_first(rank):\n        return Data(p)\n",
+    # two calls under the rank guard
+    "import torch\nimport torch.distributed as dist\n\ndef write(m):\n    torch.save(m, 'ckpt.pt')\n\n"
+    "def finish(m):\n    write(m)\n\nif dist.get_rank() == 0:\n    finish(model)\n",
 ]
 
 INVALID = [
@@ -88,4 +96,7 @@ INVALID = [
      "torch.save(model.state_dict(), 'ckpt.pt')\n", 4),
     ("import torch.distributed as dist\ndist.init_process_group('gloo')\nwith open('metrics.json', 'w') as f:\n"
      "    f.write(text)\n", 3),
+    # two calls up, one caller is guarded and one is not: every rank reaches the save
+    ("import torch\nimport torch.distributed as dist\n\ndef write(m):\n    torch.save(m, 'ckpt.pt')\n\n"
+     "def finish(m):\n    write(m)\n\nif dist.get_rank() == 0:\n    finish(model)\nfinish(model)\n", 5),
 ]
