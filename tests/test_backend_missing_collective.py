@@ -46,3 +46,19 @@ def test_the_corpus_train_cases_name_it() -> None:
     assert cases
     got = {c.id: diagnose_text(c.log, c.context or None)["causes"][0]["id"] for c in cases}
     assert set(got.values()) == {"backend_missing_collective"}, got
+
+
+GLOO_LOGS = sorted(m for m in LOGS.glob("*.meta.yaml") if "expected_cause: gloo_missing_feature" in m.read_text())
+
+
+@pytest.mark.parametrize("meta", GLOO_LOGS, ids=lambda m: m.name)
+def test_gloo_missing_feature_real_logs_keep_their_cause(meta: Path) -> None:
+    """tests/data/logs' real gloo_missing_feature logs still go to gloo_missing_feature, never to the new id."""
+    log = meta.with_name(meta.name.replace(".meta.yaml", ".log")).read_text(encoding="utf-8")
+    got = diagnose_text(log)["causes"]
+    assert got[0]["id"] == "gloo_missing_feature", got[:2]
+    assert all(c["level"] != "signature" for c in got if c["id"] == "backend_missing_collective"), got
+
+
+def test_gloo_logs_are_found() -> None:
+    assert len(GLOO_LOGS) >= 4
