@@ -151,7 +151,7 @@ def test_dataloader_fd_limit_not_a_small_shm() -> None:
     assert [c["level"] for c in fd] == ["symptom", "signature"] and fd[1]["score"] >= 2 * fd[0]["score"], fd
 
 
-SPAWN_WORKER = "import torch.multiprocessing as mp\n\n\ndef worker(rank, fn):\n    print(rank, fn(rank))\n\n\n"
+SPAWN_WORKER = "import torch.multiprocessing as mp\n\n\ndef worker(rank, fn):\n    print(f\"{rank} {fn(rank)}\", flush=True)  # one write: two ranks share the pipe\n\n\n"
 SPAWN_MAINS = {  # how the function is defined -> spawn_unpicklable's quoted line for it
     "local": ("def main():\n    def scale(x):\n        return 2 * x\n    mp.spawn(worker, args=(scale,), nprocs=2)\n\n\n"
               "if __name__ == '__main__':\n    main()\n", "Can't pickle local object 'main.<locals>.scale'"),
