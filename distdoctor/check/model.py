@@ -208,7 +208,8 @@ class FileModel:
         return "?"
 
     def _collect_rank_names(self) -> None:
-        """Names assigned a rank (`r = dist.get_rank()`) or a main-process flag (`master = rank == 0`)."""
+        """Names assigned a rank (`r = dist.get_rank()`) or a main-process flag (`master = rank == 0`,
+        `log_here = dist.is_master()`)."""
         for _ in range(2):
             for node in self._small:
                 if not isinstance(node, (cst.Assign, cst.AnnAssign)) or node.value is None:
@@ -220,6 +221,8 @@ class FileModel:
                         continue
                     if self.is_rank_value(node.value):
                         self._rank_names.add(ident)
+                    elif isinstance(node.value, cst.Call) and not node.value.args and self.is_main_flag(node.value):
+                        self._flag_names[ident] = "main"  # with_tb_lg = dist.is_master() (VAR)
                     elif isinstance(node.value, (cst.Comparison, cst.UnaryOperation, cst.BooleanOperation)):
                         guard = self.rank_test(node.value)
                         if guard is not None:

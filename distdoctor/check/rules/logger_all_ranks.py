@@ -39,6 +39,10 @@ VALID = [
     "from torch.utils.tensorboard import SummaryWriter\nimport torch.distributed as dist\n\nclass TB:\n"
     "    def __init__(self, d):\n        self.writer = SummaryWriter(d)\n\ndef build(metrics_rank):\n"
     "    should_log = dist.get_rank() == metrics_rank\n    if not should_log:\n        return None\n    return TB('runs')\n",
+    # a flag holding a main-process test's answer (FoundationVision/VAR: with_tb_lg = dist.is_master())
+    "from torch.utils.tensorboard import SummaryWriter\nimport torch.distributed as dist\n\ndef main():\n"
+    "    dist.init_process_group('gloo')\n    with_tb_lg = dist.is_master()\n    if with_tb_lg:\n"
+    "        writer = SummaryWriter('runs')\n",
 ]
 
 INVALID = [
