@@ -139,18 +139,15 @@ def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str, i
     task: int | None = None
     ts = None
     body = line
-    if body[:1].isspace():
-        # a log pasted indented (a markdown list, a 4-space code block): a prefix behind the indentation
-        # still leads the line; without one the indentation is the line's own (a traceback frame)
-        bare = body.lstrip()
-        if any(rx.match(bare) for _, rx in _PREFIXES):
-            body = bare
+    # a log pasted indented (a markdown list, a 4-space code block): a prefix behind the indentation still leads
+    # the line (no prefix starts with white space); without one the indentation is the line's own (a frame)
+    start = len(line) - len(line.lstrip())
     leading = True  # nothing but a log collector's prefix peeled so far: srun's label may still come
     for _ in range(5):
         for kind, rx in _PREFIXES:
             if not leading and rx in _FIRST_ONLY:
                 continue
-            m = rx.match(body)
+            m = rx.match(body, start)
             if m:
                 value = int(m["rank"]) if "rank" in rx.groupindex else None
                 if kind in ("none", "time"):
@@ -164,7 +161,7 @@ def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str, i
                     local = value
                 if "ts" in rx.groupindex and m["ts"]:
                     ts = parse_timestamp(m["ts"])
-                body = body[m.end():]
+                body, start = body[m.end():], 0
                 leading = leading and rx in _COLLECTORS
                 break
         else:
