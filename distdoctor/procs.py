@@ -7,17 +7,32 @@ import signal
 from pathlib import Path
 
 
-def descendants(root: int) -> list[int]:
+def stat_fields(pid: int | str) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (state, ppid, ...); raises OSError when gone."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def _children_of() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
-        except OSError:
+            ppid = int(stat_fields(entry.name)[1])
+        except (OSError, ValueError, IndexError):
             continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
         children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of `pid` (a rank's DataLoader workers), in pid order."""
+    return sorted(_children_of().get(pid, []))
+
+
+def descendants(root: int) -> list[int]:
+    children = _children_of()
     out, todo = [], [root]
     while todo:
         pid = todo.pop()

@@ -18,6 +18,7 @@ from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang.frames import fill, main_thread, pyspy_frames
 from distdoctor.hang.model import DATA, EXITED, UNKNOWN, ZOMBIE, HostSnapshot, RankSnapshot
 from distdoctor import stacks
+from distdoctor.procs import children, stat_fields
 from distdoctor.stacks import RankProcess, find_rank_processes
 from distdoctor.tracer import FR_DEFAULT_PREFIX
 
@@ -103,20 +104,6 @@ def _snapshot(proc: RankProcess, host: str, py_spy: str, timeout: float, nonbloc
 MAX_WORKERS = 8  # DataLoader workers of one rank dumped when the rank waits for a batch
 
 
-def children(pid: int) -> list[int]:
-    """The child processes of `pid` (a rank's DataLoader workers), from /proc."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-                if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
-                    out.append(int(entry.name))
-            except (OSError, ValueError, IndexError):
-                continue
-    return sorted(out)
-
-
 def stuck_worker(pid: int, py_spy: str, timeout: float, nonblocking: bool) -> dict | None:
     """A rank waits for its next batch: the first of its DataLoader workers whose main thread is in the user's
     own code (the Dataset's __getitem__, a collate_fn), as {pid, file, line, function}; None when every worker
@@ -160,8 +147,7 @@ def _boot_time() -> float:
 def _started(pid: int) -> float:
     """When a process started (epoch seconds), 0 when unknown."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+        ticks = int(stat_fields(pid)[19])
         return _boot_time() + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return 0.0
