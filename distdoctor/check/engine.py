@@ -85,8 +85,7 @@ def check_source(source: str, path: str = "<string>", rules: Sequence[ModuleType
     # a call in a program that is not distributed (a chat script calling merge_lora) runs in one process:
     # it does not make the function one that every rank runs
     distributed = is_distributed(model)
-    result.extra["open_calls"] = {k for k, s in keys if k and (s.guard is None or s.guard.polarity == "data")
-                                  and not s.main_first} if distributed else set()
+    result.extra["open_calls"] = {k for k, s in keys if k and not _covered(s)} if distributed else set()
     # caller -> callee edges for the transitive guard (engine._guarded_only); an uncovered call counts only
     # where open_calls would count it
     result.extra["call_edges"] = {
