@@ -334,7 +334,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
             else _weigh_keywords(kw_hits, kw_weight)
         for cause, kw, words, weight in _settings_aside(weighed, matcher.settings if has_log else set(), set_up):
             scores[cause] += weight
-            context_hits.append({"cause": cause, "keyword": kw, "words": words,
+            context_hits.append({"cause": cause, "keyword": kw, "words": words, "text": context,
                                  "setting": has_log and (cause, kw) in matcher.settings})
         for i, line in enumerate(context.splitlines(), 1):
             for h in (h for h in matcher.match_line(line) if h.active(seen)):
@@ -386,15 +386,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                     "kind": "first failure", "proves": own[0].proves,
                     **_lead_mark(own, cause in symptoms)}
             evidence = [lead] + [e for e in evidence if (e["file"], e["line"]) != (lead["file"], lead["line"])]
-        # a keyword naming the cause before one that only names the set-up (`context`: it says how the job ran)
-        evidence += [{"file": "<context>", "line": None, "text": context or "", "rank": None, "kind": "keyword",
-                      "proves": f"the description says {h['words']!r} (/{h['keyword']}/)"
-                                + (" (how the job was set up)" if h["setting"] else ""), "context": h["setting"]}
-                     for h in sorted(context_hits, key=lambda h: h["setting"]) if h["cause"] == cause][:1]
-        evidence += [{"file": "<log>", "line": None, "text": h["text"], "rank": None, "kind": "keyword",
-                      "proves": f"the log (no error line in it) says {h['words']!r} (/{h['keyword']}/)"
-                                + (" (how the job was set up)" if h["setting"] else ""), "context": h["setting"]}
-                     for h in sorted(prose_hits, key=lambda h: h["setting"]) if h["cause"] == cause][:1]
+        evidence += _keyword_evidence(context_hits, cause, "<context>", "the description")
+        evidence += _keyword_evidence(prose_hits, cause, "<log>", "the log (no error line in it)")
         for ev in evidence:
             ev["level"] = calibrate.level_of(ev)
             ev.pop("symptom", None)
@@ -495,6 +488,15 @@ def _weigh_keywords(hits: list[tuple[str, str, str]], weight: float) -> list[tup
     specific = any(cause not in SYMPTOM_CAUSES for cause, _, _ in hits)
     return [(cause, kw, words, weight / 2 if specific and cause in SYMPTOM_CAUSES else weight)
             for cause, kw, words in hits]
+
+
+def _keyword_evidence(hits: list[dict], cause: str, file: str, who: str) -> list[dict]:
+    """The evidence line of `cause`'s best keyword hit in a person's words (`<context>`) or a log of prose (`<log>`):
+    a keyword naming the cause before one that only names the set-up (`context`: it says how the job ran)."""
+    return [{"file": file, "line": None, "text": h["text"], "rank": None,
+             "kind": "keyword", "proves": f"{who} says {h['words']!r} (/{h['keyword']}/)"
+             + (" (how the job was set up)" if h["setting"] else ""), "context": h["setting"]}
+            for h in sorted(hits, key=lambda h: h["setting"]) if h["cause"] == cause][:1]
 
 
 def _settings_aside(weighed: list[tuple[str, str, str, float]], settings: set[tuple[str, str]],
