@@ -34,9 +34,7 @@ WRAPS = {
     "markdown_fence": lambda t: f"Training on two nodes fails with this:\n\n```\n{t}\n```\n\nAny idea?\n",
 }
 # (log, wrap) -> why the diagnosis changes; shows up as XPASS once fixed
-KNOWN = {("field_olmo_connection_closed", w): "the log carries its own timestamps and an NCCL process column; "
-         "a second timestamp in front hides the NCCL line that names local rank 0"
-         for w in ("collector_time", "kubectl_prefix", "compose_column", "skypilot_node", "ray_worker")}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _key(result: dict) -> tuple:

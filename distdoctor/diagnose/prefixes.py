@@ -218,6 +218,21 @@ NCCL_COMM_RANK = re.compile(r"\bcomm 0x[0-9a-f]+ rank (?P<rank>\d+) n[Rr]anks (?
 NCCL_LOCAL = re.compile(r"\bnNodes (?P<nodes>\d+) localRanks \d+ localRank (?P<local>\d+)\b")
 
 
+def _nccl_process(text: str) -> re.Match[str] | None:
+    """NCCL's host:pid:tid [device] column of a line, also behind what a log collector put in front of the whole
+    line (its timestamp, kubectl's or docker compose's container, Ray's or SkyPilot's process)."""
+    start = 0
+    for _ in range(3):
+        p = NCCL_PROCESS.match(text, start)
+        if p is not None:
+            return p
+        m = next((m for rx in _COLLECTORS if (m := rx.match(text, start))), None)
+        if m is None:
+            return None
+        start = m.end()
+    return None
+
+
 class NcclRanks:
     """The global rank of each NCCL process (host:pid), from its communicator lines. Only communicators
     of the largest size seen count (a tensor- or pipeline-parallel group's rank is not the global one),
@@ -234,14 +249,14 @@ class NcclRanks:
 
     def see(self, text: str) -> None:
         """Note the host of an NCCL debug line."""
-        p = NCCL_PROCESS.match(text)
+        p = _nccl_process(text)
         if p is not None and len(self.hosts) < self.MAX_HOSTS:
             self.hosts.add(p["proc"].rsplit(":", 1)[0])
 
     def read(self, text: str) -> bool:
         """Learn from one line; True when it stated a process's rank."""
         m = NCCL_COMM_RANK.search(text)
-        p = NCCL_PROCESS.match(text) if m else None
+        p = _nccl_process(text) if m else None
         if p is None:
             return False
         rank, size = int(m["rank"]), int(m["n"])
@@ -261,7 +276,7 @@ class NcclRanks:
         """The global rank of local rank `local` on the host of NCCL line `text` ("Connection closed by localRank
         N" names a rank of that node): the host's offset where NCCL stated one; the local rank itself on one
         node (nNodes 1, or a single host in the log); None where the log shows several nodes and no offset."""
-        p = NCCL_PROCESS.match(text)
+        p = _nccl_process(text)
         host = p["proc"].rsplit(":", 1)[0] if p else None
         offsets = self.offsets.get(host, set()) if host else set()
         if len(offsets) == 1:
@@ -276,5 +291,5 @@ class NcclRanks:
         """The rank of the NCCL process that wrote an NCCL debug line, when it stated one."""
         if not self.ranks:
             return None
-        p = NCCL_PROCESS.match(text)
+        p = _nccl_process(text)
         return self.ranks.get(p["proc"]) if p else None
