@@ -259,6 +259,19 @@ def test_a_process_group_key_names_the_missing_rank(name, cause, missing):
     assert all(c["id"] != "rendezvous_unreachable" for c in r["causes"])  # the store was reached
 
 
+def test_a_wait_for_a_rank_beyond_the_launchers_list_offers_an_oversized_world():
+    """Every rank passed init_process_group world_size=3 in a 2-rank job: the log cannot tell that from a late rank
+    2 on another node, so the start skew leads and the oversized world is a candidate that names the launcher's list."""
+    r = diagnose_paths([str(LOGS / "gen_store_wait_world_oversized.log")])
+    ids = [c["id"] for c in r["causes"]]
+    assert ids[0] == "rank_start_skew" and "store_barrier_world_size" in ids[:3]
+    oversized = next(c for c in r["causes"] if c["id"] == "store_barrier_world_size")
+    assert oversized["level"] != "structural"
+    assert any("launcher lists 2 ranks (0-1)" in e["proves"] for e in oversized["evidence"])
+    late = diagnose_paths([str(LOGS / "gen_store_wait_late_rank.log")])  # rank 0 is late: inside the job's list
+    assert "store_barrier_world_size" not in [c["id"] for c in late["causes"]]
+
+
 def test_rank_0s_list_of_missing_ranks_counts_wherever_it_comes():
     """Under load rank 1's "check rank 0" line (no ranks) reaches the log before rank 0's "missing_ranks=[2]" (seen
     in a fresh-clone CI run): the barrier's reading may not depend on which rank's lines come first."""

@@ -21,6 +21,9 @@ METAS = sorted(LOGS.glob("*.meta.yaml"))
 CAUSE_KNOWN: dict[str, str] = {
     "gen_store_wait_own_key": "a store key the program sets itself does not say why nobody set it (the setter "
                               "skipped it here; it may as well have failed or be late): candidates, by design",
+    "gen_store_wait_world_oversized": "a wait for rank 2's address cannot tell a world_size larger than the job "
+                                      "from a rank 2 on another node that is late: the oversized world is a "
+                                      "candidate (test_diagnose_calibration); the hang doctor reads the argument",
 }
 RANK_KNOWN: dict[str, str] = {}
 

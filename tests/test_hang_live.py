@@ -45,7 +45,7 @@ def running(request, tmp_path_factory):
 def test_live_hang_is_named(running, case):
     job, env = running[case.name]
     try:
-        jobs.wait_stuck(job, 90, fr_ranks=case.nproc if case.flight_recorder else 0,
+        jobs.wait_stuck(job, 90, fr_ranks=case.nproc if case.flight_recorder else 0, in_init=case.in_init,
                         fr_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE"))
         res = subprocess.run([sys.executable, str(ROOT / "scripts" / "hang.py"), "--pid", str(job.pid), "--json"],
                              capture_output=True, text=True, timeout=60)

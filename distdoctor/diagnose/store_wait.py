@@ -168,6 +168,17 @@ def evidence(waits: list[StoreWait], first: dict | None = None, job_size: int | 
                               f"{w.fields()['ranks']}, but the launcher lists {job_size} ranks (0-{job_size - 1}): "
                               "the barrier counts more members than the job has"}))
             continue
+        if w.kind == "default_group" and w.ranks and job_size and min(w.ranks) >= job_size \
+                and ("store_barrier_world_size", w.kind) not in seen:
+            # one node's launcher lists ranks 0..job_size-1: rank R may be on another node (then it is late), or the
+            # job has no rank R and init_process_group was given a larger world_size; the log cannot tell which
+            seen.add(("store_barrier_world_size", w.kind))
+            out.append(("store_barrier_world_size", 2.0, {
+                **w.where, "kind": "store wait", "symptom": True,
+                "proves": f"the ranks waited for rank {w.fields()['ranks']}'s address ({w.fields()['key']}) and the "
+                          f"launcher lists {job_size} ranks (0-{job_size - 1}): unless rank {w.fields()['ranks']} "
+                          "runs on another node, init_process_group was given a world_size larger than the job "
+                          "(a number from the code or a config, not the launcher's WORLD_SIZE)"}))
         for cause, level, weight, proves in READINGS.get(w.kind, []):
             if (cause, w.kind) in seen:
                 continue

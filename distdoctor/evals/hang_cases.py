@@ -37,7 +37,7 @@ def _one(case: HangCase, job: jobs.Job, env: dict, say) -> LoopResult:
     try:
         t = time.monotonic()
         try:
-            jobs.wait_stuck(job, 120, fr_ranks=case.nproc if case.flight_recorder else 0,
+            jobs.wait_stuck(job, 120, fr_ranks=case.nproc if case.flight_recorder else 0, in_init=case.in_init,
                             fr_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE"))
         except (TimeoutError, RuntimeError) as exc:
             res.steps.append(Step("run", False, str(exc).splitlines()[0], time.monotonic() - t, job.output()[-1500:]))

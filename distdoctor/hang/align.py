@@ -10,7 +10,8 @@ Rules, in order:
 3. ranks wait at different (operation, call site): the minority is odd; the user's source around its
    frames says why — a branch on the rank (rank_conditional_collective, or checkpoint_all_ranks when the
    guarded call saves), a loop the others have left or not yet left (dataloader_uneven);
-4. every rank at the same call site: the Flight Recorder traces name the first collective whose operation,
+4. every rank in init_process_group: the start-up phase and the arguments the ranks passed (init_wait);
+5. every rank at the same call site: the Flight Recorder traces name the first collective whose operation,
    sizes or dtypes differ, or a rank that never got there.
 """
 
@@ -21,8 +22,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from distdoctor.hang import flight_recorder as fr
+from distdoctor.hang import init_wait
 from distdoctor.hang.frames import short
-from distdoctor.hang.model import GONE, WAITING, Frame, HostSnapshot, RankSnapshot
+from distdoctor.hang.model import GONE, INIT, WAITING, Frame, HostSnapshot, RankSnapshot
 from distdoctor.hang.source import Block, debug_call, enclosing, exit_guards, line_text
 
 SAVE_LIKE = re.compile(r"save|checkpoint|state_dict|consolidate|serializ", re.IGNORECASE)
@@ -279,6 +281,12 @@ def analyse(snap: HostSnapshot) -> Verdict:
         _stragglers(waiting, late, v)
     elif len(groups_of(waiting)) > 1:
         _diverged(groups_of(waiting), v)
+    elif alive and all(r.state == INIT for r in alive):
+        causes, v.odd_ranks, v.summary = init_wait.explain(alive)
+        v.causes = [Cause(*c) for c in causes]
+        first = next((r for r in alive if r.file), None)
+        if first is not None:
+            v.location = _location(first.file, first.line, "where every rank waits for the start-up to complete")
     if snap.flight_recorder and (not v.causes or not gone and len(groups_of(waiting)) == 1 and not late):
         _flight_recorder(snap.flight_recorder, v)
     elif snap.flight_recorder:

@@ -101,13 +101,18 @@ def _signature(snap: HostSnapshot) -> tuple:
     return tuple((r.rank, r.state, r.op, r.file, r.line) for r in snap.ranks)
 
 
+INIT_POLLS = 4  # a start-up that has not moved for this many polls (seconds apart) is stuck
+
+
 def wait_stuck(job: Job | Callable[[], HostSnapshot], timeout: float = 60.0, fr_ranks: int = 0,
-               fr_prefix: str | None = None) -> HostSnapshot:
+               fr_prefix: str | None = None, in_init: bool = False) -> HostSnapshot:
     """Poll the job's ranks (a Job, or a function that collects them) until some wait for others and nothing
-    moved between two polls (and, with fr_ranks, that many Flight Recorder traces are written). Raises
+    moved between two polls (and, with fr_ranks, that many Flight Recorder traces are written). in_init: a job
+    that hangs in its start-up; every rank in init_process_group for INIT_POLLS polls in a row is stuck. Raises
     TimeoutError (with the log's tail for a Job) otherwise."""
     deadline = time.monotonic() + timeout
     last = None
+    in_init_polls = 0
     snapshot = (lambda: collect(job.pid, timeout=10)) if isinstance(job, Job) else job
     while time.monotonic() < deadline:
         if isinstance(job, Job) and job.proc.poll() is not None:
@@ -119,6 +124,9 @@ def wait_stuck(job: Job | Callable[[], HostSnapshot], timeout: float = 60.0, fr_
             continue
         ready = (any(r.state in WAITING for r in snap.ranks) and
                  all(r.state not in (INIT, UNKNOWN) for r in snap.ranks))
+        if in_init:
+            in_init_polls = in_init_polls + 1 if snap.ranks and all(r.state == INIT for r in snap.ranks) else 0
+            ready = in_init_polls >= INIT_POLLS
         fr_ok = not fr_ranks or len([p for p in Path(fr_prefix).parent.glob(Path(fr_prefix).name + "*")
                                      if p.name[len(Path(fr_prefix).name):].isdigit()]) >= fr_ranks
         if ready and fr_ok and last == _signature(snap):

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang.frames import fill, main_thread, pyspy_frames
-from distdoctor.hang.model import DATA, EXITED, UNKNOWN, ZOMBIE, HostSnapshot, RankSnapshot
+from distdoctor.hang.init_wait import init_args
+from distdoctor.hang.model import DATA, EXITED, INIT, UNKNOWN, ZOMBIE, HostSnapshot, RankSnapshot
 from distdoctor import stacks
 from distdoctor.procs import children, stat_fields
 from distdoctor.stacks import RankProcess, find_rank_processes
@@ -49,13 +50,15 @@ def _int(value: str | None) -> int | None:
     return int(value) if value is not None and value.lstrip("-").isdigit() else None
 
 
-def dump_one(py_spy: str, pid: int, timeout: float, nonblocking: bool = False
+def dump_one(py_spy: str, pid: int, timeout: float, nonblocking: bool = False, local_vars: bool = False
              ) -> tuple[list[dict] | None, str | None]:
     """py-spy's JSON threads of one process, or (None, one-line reason). py-spy pauses the process for the
-    moment it reads the stack; nonblocking=True does not pause it (the stack may then be inconsistent)."""
+    moment it reads the stack; nonblocking=True does not pause it (the stack may then be inconsistent);
+    local_vars=True adds each frame's local variables (their repr)."""
     try:
         spy = subprocess.Popen([py_spy, "dump", "--json", "--pid", str(pid),
-                                *(["--nonblocking"] if nonblocking else [])], stdout=subprocess.PIPE,
+                                *(["--nonblocking"] if nonblocking else []), *(["--locals"] if local_vars else [])],
+                               stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
     except OSError as exc:
         return None, f"py-spy could not run: {exc}"
@@ -96,9 +99,19 @@ def _snapshot(proc: RankProcess, host: str, py_spy: str, timeout: float, nonbloc
     fill(snap, pyspy_frames(thread))
     if snap.state == DATA:
         snap.worker = stuck_worker(proc.pid, py_spy, timeout, nonblocking)
+    elif snap.state == INIT:
+        snap.init = _init_args(proc.pid, py_spy, timeout, nonblocking)
     if env.get("SLURM_PROCID") and snap.rank is None:
         snap.rank = _int(env["SLURM_PROCID"])
     return snap
+
+
+def _init_args(pid: int, py_spy: str, timeout: float, nonblocking: bool) -> dict | None:
+    """A rank waits in init_process_group: the world_size, rank and init_method it passed (a second dump, with
+    locals; only those three values are kept)."""
+    threads, _ = dump_one(py_spy, pid, timeout, nonblocking, local_vars=True)
+    thread = main_thread(threads or [], pid)
+    return init_args(thread.get("frames") or []) if thread else None
 
 
 MAX_WORKERS = 8  # DataLoader workers of one rank dumped when the rank waits for a batch

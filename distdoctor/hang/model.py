@@ -46,6 +46,8 @@ class RankSnapshot:
     error: str | None = None  # why the stack is missing or partial
     # data loading: a DataLoader worker of this rank stuck in the user's code ({pid, file, line, function})
     worker: dict | None = None
+    # start-up: what the rank passed to init_process_group ({world_size, rank, init_method}, from py-spy's locals)
+    init: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -57,8 +59,9 @@ class RankSnapshot:
         known["host"] = known["host"] or "?"
         known["state"] = known["state"] or UNKNOWN
         worker = d.get("worker") if isinstance(d.get("worker"), dict) else None
+        init = d.get("init") if isinstance(d.get("init"), dict) else None
         return cls(**known, path=[Frame(**f) for f in d.get("path") or []],
-                   frames=[Frame(**f) for f in d.get("frames") or []], worker=worker)
+                   frames=[Frame(**f) for f in d.get("frames") or []], worker=worker, init=init)
 
     @property
     def site(self) -> str:

@@ -20,6 +20,7 @@ class HangCase:
     flight_recorder: bool = False  # the program writes Flight Recorder traces on a stall
     env: dict = field(default_factory=dict)
     stdin_open: bool = False  # the ranks' stdin is an open pipe (a terminal nobody types in), see jobs.start
+    in_init: bool = False  # the job hangs in its start-up (every rank in init_process_group), see jobs.wait_stuck
 
     @property
     def program(self):
@@ -47,5 +48,9 @@ CASES = [
     HangCase("hang_early_return", 2, (0,), "rank_conditional_collective", "if rank != 0:"),
     HangCase("hang_collective_order", 2, (0,), "rank_conditional_collective", "if rank == 0:"),
     HangCase("hang_loader_worker", 2, (1,), "collective_timeout", "time.sleep(3600)  # the read that never returns"),
+    HangCase("hang_init_world_size", 2, (2,), "store_barrier_world_size",
+             'dist.init_process_group("gloo", rank=rank, world_size=world)', in_init=True),
+    HangCase("hang_init_address", 2, (), "rendezvous_unreachable",
+             'dist.init_process_group("gloo", init_method=address, rank=rank, world_size=world)', in_init=True),
 ]
 BY_NAME = {c.name: c for c in CASES}

@@ -37,7 +37,10 @@ def render(snap: HostSnapshot, v: Verdict) -> str:
                      r.state, r.op or "-", where))
     for g in v.odd_ranks:
         if g not in {r.rank for r in snap.ranks}:
-            rows.append(("!", str(g), "-", "-", "-", "exited", "-", "no process: the launcher started it"))
+            if g in snap.expected_ranks:
+                rows.append(("!", str(g), "-", "-", "-", "exited", "-", "no process: the launcher started it"))
+            else:
+                rows.append(("!", str(g), "-", "-", "-", "absent", "-", "no process on the host(s) examined"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in rows]
     lines.append("")

@@ -9,6 +9,8 @@
 --variant barrier_oversized: every rank enters torch's store barrier (torch.distributed.elastic.utils.store.barrier)
     sized for one more member than there are ranks (a world size from the config, not from the job); with --traced
     the ranks pass their rank and torch names the members that never checked in
+--variant world_oversized: every rank passes init_process_group a world_size one larger than the job (a number from
+    the code, not the launcher's WORLD_SIZE); the ranks wait in the backend's start-up for a rank that never comes
 --variant node_finishes_early: node 0's ranks return at once, node 1's rank fails later; node 0's torchrun agent
     waits in its exit barrier (300 s) for node 1's agent, which never checks in
 """
@@ -24,7 +26,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", required=True, choices=["key_never_set", "rank_late", "new_group_partial",
                                                               "peer_failed", "node_finishes_early",
-                                                              "barrier_oversized"])
+                                                              "barrier_oversized", "world_oversized"])
     parser.add_argument("--traced", action="store_true", help="barrier_oversized: pass the rank (missing-rank trace)")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds")
     parser.add_argument("--late-rank", type=int, default=0, help="rank_late: the rank that starts late")
@@ -38,6 +40,10 @@ def main() -> None:
         return
     if args.variant == "rank_late" and rank == args.late_rank:
         time.sleep(args.timeout * 3)  # e.g. tokenising the data set on rank 0 only
+    if args.variant == "world_oversized":
+        world = int(os.environ["WORLD_SIZE"]) + 1  # e.g. counting a head node that runs no worker
+        dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
+        return
     dist.init_process_group("gloo", timeout=timeout)
     store = dist.distributed_c10d._get_default_store()
     if args.variant == "key_never_set":

@@ -728,6 +728,12 @@ CASES: list[Case] = [
          launcher_args=["--tee", "3"],  # whole lines: the two ranks' messages are long and fail together
          notes="both ranks enter torch.distributed.elastic.utils.store.barrier sized for 3 members; rank 0 names "
                "the missing rank 2, which the 2-rank job does not have. Both ranks fail alike: no first rank."),
+    Case("gen_store_wait_world_oversized", "store_barrier_world_size", "fail_store_wait.py", None,
+         expect=["keys: /default_pg/0//cpu//0/2"], script_args=["--variant", "world_oversized"],
+         launcher_args=["--tee", "3"],
+         notes="both ranks pass init_process_group world_size=3 in a 2-rank job and wait for rank 2's gloo address; "
+               "the log alone cannot tell this from a rank 2 on another node that is late (rank_start_skew leads, "
+               "store_barrier_world_size is a candidate); the hang doctor reads the argument from the live ranks."),
     # a DataLoader worker that dies (evals/programs/fail_dataloader_worker_dies.py)
     Case("gen_dataloader_worker_exits", "peer_died_first", "fail_dataloader_worker_dies.py", 1,
          expect=["exited unexpectedly with exit code 1"], script_args=["--how", "exit"], attempts=3,

@@ -29,7 +29,7 @@ def main(names: list[str]) -> None:
         job = jobs.start(case.program, case.nproc, env, log_dir=tmp,
                          stdin_open=case.stdin_open)
         try:
-            snap = jobs.wait_stuck(job, 120, fr_ranks=case.nproc if case.flight_recorder else 0,
+            snap = jobs.wait_stuck(job, 120, fr_ranks=case.nproc if case.flight_recorder else 0, in_init=case.in_init,
                                    fr_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE"))
             snap = jobs.collect(job.pid)
         finally:

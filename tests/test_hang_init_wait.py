@@ -1,0 +1,72 @@
+"""A job stuck in its start-up: every rank in init_process_group. The phase comes from the stack, and the arguments
+py-spy shows in the init_process_group frame (world_size, rank, init_method) against the launcher's WORLD_SIZE say
+why (the live versions are hang_init_world_size and hang_init_address in tests/test_hang_live.py)."""
+from __future__ import annotations
+
+from distdoctor.hang import init_wait
+from distdoctor.hang.align import analyse
+from distdoctor.hang.model import HostSnapshot, Frame, RankSnapshot
+
+C10D = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
+RDZV = "/venv/lib/python3.11/site-packages/torch/distributed/rendezvous.py"
+
+
+def _rank(rank: int, inner: str, init: dict | None = None, world: int = 2) -> RankSnapshot:
+    frames = [Frame(RDZV if inner.startswith("_create") else C10D, 10, inner),
+              Frame(C10D, 1899, "init_process_group"), Frame("/job/train.py", 7, "main")]
+    return RankSnapshot(rank, 100 + rank, "node0", rank, world, "init", "init_process_group", "/job/train.py", 7,
+                        "main", frames=frames, init=init)
+
+
+def test_a_world_size_larger_than_the_launchers_names_the_ranks_that_never_come() -> None:
+    ranks = [_rank(r, "_new_process_group_helper", {"world_size": 4, "rank": r, "init_method": "env://"})
+             for r in range(2)]
+    v = analyse(HostSnapshot("node0", ranks, [0, 1]))
+    assert v.causes[0].id == "store_barrier_world_size" and v.causes[0].score >= 0.85
+    assert v.odd_ranks == [2, 3]
+    assert any("world_size=4" in e and "started 2" in e for e in v.causes[0].evidence)
+    assert (v.location["file"], v.location["line"]) == ("/job/train.py", 7)
+
+
+def test_two_processes_passing_the_same_rank_leave_one_rank_unfilled() -> None:
+    ranks = [_rank(r, "_new_process_group_helper", {"world_size": 2, "rank": 0}) for r in range(2)]
+    v = analyse(HostSnapshot("node0", ranks, [0, 1]))
+    assert v.causes[0].id == "store_barrier_world_size"
+    assert any("same rank" in e for e in v.causes[0].evidence)
+
+
+def test_different_rendezvous_addresses_are_unreachable_rendezvous() -> None:
+    ranks = [_rank(r, "_create_c10d_store", {"world_size": 2, "rank": r, "init_method": f"tcp://10.0.0.1:{2950 + r}"})
+             for r in range(2)]
+    v = analyse(HostSnapshot("node0", ranks, [0, 1]))
+    assert v.causes[0].id == "rendezvous_unreachable" and v.causes[0].score >= 0.85
+    assert any("tcp://10.0.0.1:2950, tcp://10.0.0.1:2951" in e for e in v.causes[0].evidence)
+
+
+def test_without_arguments_the_phase_gives_candidates_and_ranks_elsewhere_are_named() -> None:
+    """One node of a 4-rank job, its ranks waiting at the store: the other node's ranks may not have started or
+    cannot reach it; nothing here says which, so no answer is sure."""
+    ranks = [_rank(r, "_create_c10d_store", world=4) for r in range(2)]
+    v = analyse(HostSnapshot("node0", ranks, [0, 1]))
+    assert [c.id for c in v.causes] == ["rendezvous_unreachable", "rank_start_skew"]
+    assert all(c.score < 0.85 for c in v.causes) and v.odd_ranks == [2, 3]
+    assert any("not on the host(s) examined" in e for e in v.causes[0].evidence)
+    barrier = analyse(HostSnapshot("node0", [_rank(r, "_store_based_barrier") for r in range(2)], [0, 1]))
+    assert barrier.causes[0].id == "store_barrier_world_size" and not barrier.odd_ranks
+
+
+def test_init_args_keeps_only_the_three_arguments() -> None:
+    frames = [{"name": "_new_process_group_helper", "locals": [{"name": "group_size", "repr": "3"}]},
+              {"name": "init_process_group", "locals": [
+                  {"name": "backend", "repr": '"gloo"'}, {"name": "init_method", "repr": '"env://"'},
+                  {"name": "world_size", "repr": "3"}, {"name": "rank", "repr": "-1"},
+                  {"name": "store", "repr": "<PrefixStore at 0x7f>"}]}]
+    assert init_wait.init_args(frames) == {"world_size": 3, "init_method": "env://"}  # rank -1: not passed
+    assert init_wait.init_args([{"name": "main", "locals": []}]) is None
+    assert init_wait.init_args([{"name": "init_process_group", "locals": [{"name": "world_size", "repr": "n"}]}]) \
+        is None
+
+
+def test_a_snapshot_keeps_its_init_arguments_through_json() -> None:
+    r = _rank(0, "_new_process_group_helper", {"world_size": 3, "rank": 0})
+    assert RankSnapshot.from_json(r.to_json()).init == {"world_size": 3, "rank": 0}
