@@ -385,12 +385,13 @@ DUPLICATE_GPU = ("qgpu2018:59522:59993 [0] init.cc:795 NCCL WARN Duplicate GPU d
                  "CUDA device 31000\n")
 
 
-def test_two_ranks_on_one_gpu_in_a_slurm_job_is_the_slurm_mapping():
+def test_two_ranks_on_one_gpu_in_a_slurm_job_keeps_the_device_binding_first():
+    """The corpus's labelling rule (evals/corpus/README.md): the setting alone never picks the cause. Two ranks on
+    one GPU is a device binding; under Slurm the task-to-GPU mapping is the runner-up, not the answer."""
     assert _confident(DUPLICATE_GPU) == "local_rank_device"
     assert _confident(DUPLICATE_GPU, "torchrun --nproc_per_node=2 train.py") == "local_rank_device"
-    top = _top(DUPLICATE_GPU, "accelerate multi-node training on a Slurm cluster (2 GPUs per node)")
-    # the line is the signature's own evidence, though an inactive signature of the same cause also matches it
-    assert top["id"] == "slurm_launch" and top["level"] == "signature"
+    r = diagnose_text(DUPLICATE_GPU, context="accelerate multi-node training on a Slurm cluster (2 GPUs per node)")
+    assert [c["id"] for c in r["causes"][:2]] == ["local_rank_device", "slurm_launch"]
 
 
 # https://github.com/NVIDIA/nccl/issues/286 (two nodes)
