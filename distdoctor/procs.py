@@ -1,8 +1,9 @@
 """Kill a process and every descendant. torchrun starts its workers in their own sessions, so killing the
-agent's process group leaves them running; this walks /proc instead."""
+agent's process group leaves them running; this walks /proc instead. Also what a process waits on (reading_input)."""
 from __future__ import annotations
 
 import os
+import platform
 import signal
 from pathlib import Path
 
@@ -54,3 +55,23 @@ def kill_tree(root: int) -> None:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+# the read(2) system call's number, by machine (/proc/<pid>/syscall names the call by number)
+_READ_SYSCALL = {"x86_64": 0, "amd64": 0, "aarch64": 63, "arm64": 63, "riscv64": 63}
+
+
+def reading_input(pid: int) -> str | None:
+    """What the process's main thread is blocked reading when it waits for typed input: its standard input (fd 0)
+    or a terminal opened another way (getpass's /dev/tty); the fd's target ("pipe:[..]", "/dev/pts/3"), else None.
+    Needs the same rights as py-spy (ptrace) over the process."""
+    number = _READ_SYSCALL.get(platform.machine().lower())
+    try:
+        fields = Path(f"/proc/{pid}/syscall").read_text().split()
+        if number is None or len(fields) < 2 or fields[0] != str(number):
+            return None
+        fd = int(fields[1], 16)
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+    except (OSError, ValueError):
+        return None
+    return target if fd == 0 or target.startswith(("/dev/pts/", "/dev/tty")) else None

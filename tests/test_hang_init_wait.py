@@ -70,3 +70,37 @@ def test_init_args_keeps_only_the_three_arguments() -> None:
 def test_a_snapshot_keeps_its_init_arguments_through_json() -> None:
     r = _rank(0, "_new_process_group_helper", {"world_size": 3, "rank": 0})
     assert RankSnapshot.from_json(r.to_json()).init == {"world_size": 3, "rank": 0}
+
+
+def test_a_process_blocked_on_input_is_seen_reading_its_stdin() -> None:
+    """A real process waiting in input() with an open pipe on stdin; the same process sleeping is not reading."""
+    import subprocess
+    import sys
+    import time
+
+    from distdoctor.procs import reading_input
+
+    asking = subprocess.Popen([sys.executable, "-c", "input('Overwrite? [y/N] ')"], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL)
+    sleeping = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while reading_input(asking.pid) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (reading_input(asking.pid) or "").startswith("pipe:")
+        assert reading_input(sleeping.pid) is None
+    finally:
+        for p in (asking, sleeping):
+            p.kill()
+            p.wait()
+
+
+def test_a_question_before_init_holds_the_ranks_in_init() -> None:
+    asking = RankSnapshot(0, 100, "node0", 0, 2, "user code", None, "/job/train.py", 5, "main",
+                          frames=[Frame("/job/train.py", 5, "main")], path=[Frame("/job/train.py", 5, "main")],
+                          reads_input="/dev/pts/3")
+    waiting = _rank(1, "_new_process_group_helper")
+    v = analyse(HostSnapshot("node0", [asking, waiting], [0, 1]))
+    assert v.causes[0].id == "prompt_on_one_rank" and v.odd_ranks == [0]
+    assert any("reading the terminal (/dev/pts/3)" in e for e in v.causes[0].evidence)
+    assert (v.location["file"], v.location["line"]) == ("/job/train.py", 5)

@@ -124,8 +124,23 @@ def _split_branches(odd: RankSnapshot, others: list[RankSnapshot]) -> list[tuple
             for b in blocks if b.kind == "if" and b.on_rank and theirs.get(b.key, b.branch) != b.branch]
 
 
+def _prompt(r: RankSnapshot, base: list[str], v: Verdict) -> None:
+    """Rank r is blocked reading typed input (not a debugger's): a question nobody answers holds the others."""
+    what = "its standard input" if not r.reads_input.startswith("/dev/") else "the terminal"
+    ev = base + [f"it is blocked reading {what} ({r.reads_input}): a question waits for an answer nobody types"]
+    if r.file:
+        ev.append(f"asked at {short(r.file)}:{r.line}: `{line_text(r.file, r.line)}`")
+    if r.frames and r.frames[0].file != r.file:
+        ev.append(f"the prompt itself: {r.frames[0].where()}")
+    guarded = [b for f in r.path for b in enclosing(f.file, f.line) if b.on_rank]
+    ev.append(f"under `{guarded[-1].header}` ({short(guarded[-1].file)}:{guarded[-1].line}): only this rank asks"
+              if guarded else "only this rank asks; the others went on")
+    v.causes = [Cause("prompt_on_one_rank", 0.9, ev), Cause("collective_timeout", 0.3, base)]
+    v.location = _location(r.file, r.line, "the question this rank waits to have answered")
+
+
 def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdict) -> None:
-    r = late[0]
+    r = next((x for x in late if x.reads_input), late[0])
     waits = Counter(f"{w.op} at {short(w.file)}:{w.line}" for w in waiting).most_common(1)[0][0]
     base = [f"{_label(x)} is in no collective: {x.state}, {_doing(x)}" for x in late] + \
            [f"{len(waiting)} other rank(s) wait in {waits}"]
@@ -145,6 +160,8 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
         v.causes = [Cause("debugger_on_one_rank", 0.9, ev), Cause("collective_timeout", 0.3, base)]
         v.location = _location(r.file, stop.line if stop else r.line,
                                "the debugger stop this rank waits in" if stop else "where the debugger stopped")
+    elif r.reads_input:
+        _prompt(r, base, v)
     elif at_logger is not None:
         call = r.path[max(at_logger - 1, 0)]
         guarded = [b for b in enclosing(call.file, call.line) if b.on_rank]
@@ -170,7 +187,8 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
             if w else _location(r.file, r.line, "the straggler's own frame")
     v.odd_ranks = sorted(x.rank for x in late if x.rank is not None)
     v.summary = f"{', '.join(_label(x) for x in late)} never reached the collective the others wait in" + \
-        (": stopped in a debugger" if v.causes[0].id == "debugger_on_one_rank" else "")
+        {"debugger_on_one_rank": ": stopped in a debugger", "prompt_on_one_rank": ": waiting for typed input"}.get(
+            v.causes[0].id, "")
 
 
 def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
@@ -281,6 +299,13 @@ def analyse(snap: HostSnapshot) -> Verdict:
         _stragglers(waiting, late, v)
     elif len(groups_of(waiting)) > 1:
         _diverged(groups_of(waiting), v)
+    elif (asking := [r for r in late if r.reads_input and r.state != INIT]) and \
+            all(r.state == INIT for r in late if r not in asking):
+        r = asking[0]
+        _prompt(r, [f"{_label(r)} is in no collective: {r.state}, {_doing(r)}",
+                    f"{len(alive) - len(asking)} other rank(s) wait in init_process_group or a collective"], v)
+        v.odd_ranks = [x.rank for x in asking if x.rank is not None]
+        v.summary = f"{', '.join(_label(x) for x in asking)} waits for typed input; the others wait for it"
     elif alive and all(r.state == INIT for r in alive):
         causes, v.odd_ranks, v.summary = init_wait.explain(alive)
         v.causes = [Cause(*c) for c in causes]

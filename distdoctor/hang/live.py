@@ -17,9 +17,9 @@ from pathlib import Path
 from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang.frames import fill, main_thread, pyspy_frames
 from distdoctor.hang.init_wait import init_args
-from distdoctor.hang.model import DATA, EXITED, INIT, UNKNOWN, ZOMBIE, HostSnapshot, RankSnapshot
+from distdoctor.hang.model import DATA, EXITED, INIT, UNKNOWN, WAITING, ZOMBIE, HostSnapshot, RankSnapshot
 from distdoctor import stacks
-from distdoctor.procs import children, stat_fields
+from distdoctor.procs import children, reading_input, stat_fields
 from distdoctor.stacks import RankProcess, find_rank_processes
 from distdoctor.tracer import FR_DEFAULT_PREFIX
 
@@ -101,6 +101,8 @@ def _snapshot(proc: RankProcess, host: str, py_spy: str, timeout: float, nonbloc
         snap.worker = stuck_worker(proc.pid, py_spy, timeout, nonblocking)
     elif snap.state == INIT:
         snap.init = _init_args(proc.pid, py_spy, timeout, nonblocking)
+    if snap.state not in WAITING:
+        snap.reads_input = reading_input(proc.pid)
     if env.get("SLURM_PROCID") and snap.rank is None:
         snap.rank = _int(env["SLURM_PROCID"])
     return snap

@@ -48,6 +48,8 @@ class RankSnapshot:
     worker: dict | None = None
     # start-up: what the rank passed to init_process_group ({world_size, rank, init_method}, from py-spy's locals)
     init: dict | None = None
+    # blocked reading typed input: the target of the fd it reads (its stdin "pipe:[..]", a terminal "/dev/pts/3")
+    reads_input: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -55,7 +57,7 @@ class RankSnapshot:
     @classmethod
     def from_json(cls, d: dict) -> "RankSnapshot":
         known = {k: d.get(k) for k in ("rank", "pid", "host", "local_rank", "world_size", "state", "op", "file",
-                                        "line", "function", "error")}
+                                        "line", "function", "error", "reads_input")}
         known["host"] = known["host"] or "?"
         known["state"] = known["state"] or UNKNOWN
         worker = d.get("worker") if isinstance(d.get("worker"), dict) else None
