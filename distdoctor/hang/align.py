@@ -160,8 +160,6 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
         v.causes = [Cause("debugger_on_one_rank", 0.9, ev), Cause("collective_timeout", 0.3, base)]
         v.location = _location(r.file, stop.line if stop else r.line,
                                "the debugger stop this rank waits in" if stop else "where the debugger stopped")
-    elif r.reads_input:
-        _prompt(r, base, v)
     elif at_logger is not None:
         call = r.path[max(at_logger - 1, 0)]
         guarded = [b for b in enclosing(call.file, call.line) if b.on_rank]
@@ -171,6 +169,8 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
                   "no branch on the rank around it: every rank makes the logger")
         v.causes = [Cause("logger_init_all_ranks", 0.85, ev), Cause("collective_timeout", 0.5, base)]
         v.location = _location(call.file, call.line, "the logger is made on every rank here")
+    elif r.reads_input:  # a question of the script's (a tracker's login question is the logger's, above)
+        _prompt(r, base, v)
     elif at_save is not None:
         v.causes = [Cause("checkpoint_all_ranks", 0.7, base + ["it is inside a save: " + _doing(r)]),
                     Cause("collective_timeout", 0.6, base)]
