@@ -143,6 +143,7 @@ def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path 
 
     every, fallback, confident = Tally(), Tally(), Tally()
     misses: list[dict] = []
+    by_level: dict[str, Tally] = {}
     cases = train_cases(str(root))
     matched = signature_cases(cases, references_root) if drop_own else {}
     use_corpus(root)
@@ -157,14 +158,16 @@ def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path 
                     ranked = [x["id"] for x in r["causes"]]
                     every.add(c.cause, ranked)
                     (fallback if r["verdict"] != "confident" else confident).add(c.cause, ranked)
+                    level = r["causes"][0].get("level") if r["causes"] else None
+                    by_level.setdefault(f"{r['verdict']}/{level}", Tally()).add(c.cause, ranked)
                     if ranked[:1] != [c.cause]:
                         misses.append({"id": c.id, "cause": c.cause, "top3": ranked[:3], "verdict": r["verdict"],
-                                       "level": r["causes"][0].get("level") if r["causes"] else None,
+                                       "level": level,
                                        "text": c.text})
     finally:
         use_corpus(None)
     return {"all": every.as_dict(), "retrieval_level": fallback.as_dict(), "confident": confident.as_dict(),
-            "misses": misses}
+            "by_level": {k: t.as_dict() for k, t in sorted(by_level.items())}, "misses": misses}
 
 
 def _frac(t: dict, key: str) -> str:
@@ -226,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
                        ("confident", "diagnosis, confident     ")):
         print(f"  {words} top-1 {_frac(d[key], 'top1')}  top-3 {_frac(d[key], 'top3')}")
     if args.misses:
+        print("  by verdict / level of the top cause: " + "; ".join(f"{k} {_frac(t, 'top1')}"
+                                                                  for k, t in d["by_level"].items()))
         print("train cases whose top-1 is wrong (case, expected, top-3, verdict, level of the top cause):")
         for m in d["misses"]:
             print(f"  {m['id']}  {m['cause']}  [{', '.join(m['top3'])}]  {m['verdict']}  {m['level']}"
