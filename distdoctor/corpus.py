@@ -133,20 +133,26 @@ def load_case(meta_path: Path, causes: set[str] | None = None) -> CorpusCase:
 
 
 def load_corpus(root: Path = CORPUS, causes: set[str] | None = None,
-                errors: list[str] | None = None) -> list[CorpusCase]:
+                errors: list[str] | None = None, split: str | None = None) -> list[CorpusCase]:
     """Every case of a corpus folder, sorted by id. With `errors`, bad cases are reported there and skipped;
-    without, the first one raises CorpusError. Logs without a meta are errors too."""
+    without, the first one raises CorpusError. Logs without a meta are errors too. With `split`, only the cases
+    the frozen rule puts in that split are read at all (split_of on the file name, before its meta or log is
+    opened): `split="train"` never reads a held-out file."""
     root = Path(root)
     out: list[CorpusCase] = []
     problems: list[str] = []
     if not root.is_dir():
         return out
     for meta in sorted(root.glob("*.meta.yaml")):
+        if split is not None and split_of(meta.name[:-len(".meta.yaml")]) != split:
+            continue
         try:
             out.append(load_case(meta, causes))
         except CorpusError as exc:
             problems.append(str(exc))
     for log in sorted(root.glob("*.log")):
+        if split is not None and split_of(log.name[:-len(".log")]) != split:
+            continue
         if log.is_symlink() and not log.exists():
             problems.append(f"{log}: broken symbolic link")
         elif not log.with_name(log.name[:-len(".log")] + ".meta.yaml").is_file():
@@ -162,5 +168,5 @@ def load_corpus(root: Path = CORPUS, causes: set[str] | None = None,
 def train_cases(root: str | None = None) -> tuple[CorpusCase, ...]:
     """The train split of a corpus (default evals/corpus/), split by the frozen rule; bad cases are skipped.
     Held-out cases never come out of here, whatever their meta says."""
-    cases = load_corpus(Path(root) if root else CORPUS, errors=[])
+    cases = load_corpus(Path(root) if root else CORPUS, errors=[], split="train")
     return tuple(c for c in cases if split_of(c.id) == "train")

@@ -109,6 +109,26 @@ def test_text_field_is_validated_and_prose_is_scored_apart(tmp_path):
     assert "heldout       prose      1" in text and "heldout       printed    0" in text
 
 
+def test_train_only_never_reads_a_held_out_file(tmp_path, capsys):
+    (tr,), (ho,) = _ids("train", 1), _ids("heldout", 1)
+    _write(tmp_path, tr, "public_port_in_use_distkd")
+    (tmp_path / f"{ho}.meta.yaml").write_text("source: [not yaml\n")  # read, it would be refused
+    (tmp_path / f"{ho}.log").write_bytes(b"\xff\xfe not utf-8\n")
+    errors: list[str] = []
+    assert [c.id for c in load_corpus(tmp_path, errors=errors, split="train")] == [tr] and errors == []
+    load_corpus(tmp_path, errors=errors)
+    assert errors and all(ho in e for e in errors)  # the whole folder: the held-out file was read
+    results = corpus_eval.score_corpus(tmp_path, include_public=False, cited=set(), train_only=True)
+    assert [(r.id, r.split) for r in results] == [(tr, "train")]
+    from distdoctor.evals.cli import main
+    md = tmp_path / "RESULTS.md"
+    assert main(["--json", "-q", "--train-only", "--corpus", str(tmp_path), "--results", str(md)]) == 0
+    out = __import__("json").loads(capsys.readouterr().out)
+    assert out["corpus"]["refused"] == [] and out["corpus"]["splits"]["train"]["n"] == 1
+    assert "heldout" not in out["corpus"]["splits"] and not md.exists()  # RESULTS.md needs both splits
+    assert main(["--train-only", "--no-corpus"]) == 2
+
+
 def test_public_dev_logs_stay_right():
     results = [corpus_eval.diagnose_case(c) for c in corpus_eval.public_logs()]
     assert len(results) >= 40

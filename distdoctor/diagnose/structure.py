@@ -130,6 +130,24 @@ def error_lines(text: str) -> list[tuple[str, tuple[str, ...]]]:
     return out
 
 
+# NCCL's failures share one wrapper ("NCCL error in: <file>:<line>, <result> (run with NCCL_DEBUG=INFO for details)",
+# "NCCL Error 2: <result>", or the result's code name, ncclSystemError); only the result says which failure it was. Its kinds, as the wrappers
+# of the corpus's logs spell them (older releases: "unhanled system error").
+_NCCL_RESULT = re.compile(r"NCCL [Ee]rror(?: in: ?\S+?[,，]| \d+:) ?(?P<res>[a-z][a-z ]+?)(?: \(|,|\.|$)"
+                          r"|\bnccl(?P<code>UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|"
+                          r"RemoteError)\b")
+_NCCL_KINDS = ("cuda", "system", "internal", "argument", "usage", "remote")
+
+
+def nccl_result(text: str) -> str | None:
+    """The kind of NCCL result a wrapper line names (`cuda`, `system`, `usage`, ...), or None."""
+    m = _NCCL_RESULT.search(text)
+    if m is None:
+        return None
+    words = (m["res"] or m["code"]).lower()
+    return next((k for k in _NCCL_KINDS if k in words), None)
+
+
 def similarity(a: Failure, b: Failure) -> float:
     """How alike two failures are: 0 unless their exception types agree and both messages say something; then
     the overlap of their templates."""
@@ -137,6 +155,9 @@ def similarity(a: Failure, b: Failure) -> float:
         return 0.0
     if (a.store or b.store) and (a.store != b.store or a.store == "own"):
         return 0.0  # store waits are alike only when they waited for the same kind of key (never the program's own)
+    ra, rb = nccl_result(a.message), nccl_result(b.message)
+    if ra and rb and ra != rb:
+        return 0.0  # NCCL's wrapper with another result: "unhandled cuda error" is not "unhandled system error"
     return len(a.words & b.words) / len(a.words | b.words)
 
 

@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                             "default cases")
     p.add_argument("--corpus", metavar="DIR", help="real-log corpus folder (default evals/corpus/); its train split "
                                                    "is also what retrieval indexes")
+    p.add_argument("--train-only", action="store_true", help="score the real-log corpus's train split only: "
+                   "held-out files are never read (for development); implies --no-results")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
 
@@ -88,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("--ablate-skill needs --agent-cmd or --agent (the built-in tools have no skill to take away)")
     if args.agent_bin and args.agent is None:
         return _fail("--agent-bin needs --agent")
+    if args.train_only and args.no_corpus:
+        return _fail("--train-only scores the corpus's train split: it cannot go with --no-corpus")
+    if args.train_only:
+        args.no_results = True  # RESULTS.md reports both splits
     if args.min_top1 is not None and not 0 <= args.min_top1 <= 1:
         return _fail(f"--min-top1 {args.min_top1} is not a fraction between 0 and 1")
     causes = _causes()
@@ -163,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         use_corpus(args.corpus)
         try:
             scored = corpus.score_corpus(Path(args.corpus) if args.corpus else corpus.CORPUS, causes=causes,
-                                         errors=refused)
+                                         errors=refused, train_only=args.train_only)
         finally:
             use_corpus(None)  # a later diagnosis in this process indexes evals/corpus/ again
         corpus_md = corpus.render_markdown(scored, refused)

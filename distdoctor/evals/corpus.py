@@ -125,10 +125,12 @@ def by_text(results: list[CorpusResult]) -> tuple[list[CorpusResult], list[Corpu
 
 def score_corpus(root: Path = CORPUS, include_public: bool = True, causes: set[str] | None = None,
                  errors: list[str] | None = None, references_root: Path | None = None,
-                 cited: set[str] | None = None) -> list[CorpusResult]:
+                 cited: set[str] | None = None, train_only: bool = False) -> list[CorpusResult]:
     """Diagnose every valid corpus case (bad ones go to `errors`), and the public dev logs when asked. `cited`:
-    the threads the knowledge base cites (default: the project's, `cited_sources()`)."""
-    cases = mark_cited(load_corpus(root, causes, errors if errors is not None else []),
+    the threads the knowledge base cites (default: the project's, `cited_sources()`). `train_only`: the train
+    split alone; held-out files are never read (load_corpus(split="train"))."""
+    cases = mark_cited(load_corpus(root, causes, errors if errors is not None else [],
+                                   split="train" if train_only else None),
                        cited_sources() if cited is None else cited)
     if include_public:
         cases += public_logs()

@@ -5,7 +5,8 @@ scored with its cases removed from the retrieval index, so a setting is judged o
 - `retrieval`: every train case's retrieval query (engine.retrieval_query: what the diagnosis compares with known
   failures) ranked against the knowledge base and the other folds' cases; top-1 / top-3 of the causes named;
 - `diagnosis`: the whole diagnosis of each case with its fold left out of retrieval: top-1 / top-3 over all cases,
-  and over the cases whose answer rests on retrieval (no signature or structure makes it confident);
+  and over the cases whose answer rests on retrieval (no signature or structure makes it confident), and over the
+  confident ones (their top-1 is the confident answers' precision); `misses` lists the train cases with a wrong top-1;
 - `shares` (--shares): how often a cause retrieval ranks second or lower is the case's cause, by its share of the
   best cause's votes (what engine.ALT_SIMILAR_MIN, the evidence an alternative after a confident cause needs,
   was chosen from).
@@ -17,7 +18,7 @@ With --drop-own-signatures a fold's diagnosis also goes without the signatures t
 the fold (those written from its logs, as far as the corpus can tell): a signature nobody wrote for this log.
 
     python -m distdoctor.evals.retrieval_cv [--corpus DIR] [--folds K | --grouped] [--drop-own-signatures] [--json]
-                                            [--shares]
+                                            [--shares] [--misses]
 """
 
 from __future__ import annotations
@@ -140,7 +141,9 @@ def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path 
     from distdoctor.diagnose.matcher import without_signatures
     from distdoctor.diagnose.retrieval import excluding, use_corpus
 
-    every, fallback = Tally(), Tally()
+    every, fallback, confident = Tally(), Tally(), Tally()
+    misses: list[dict] = []
+    by_level: dict[str, Tally] = {}
     cases = train_cases(str(root))
     matched = signature_cases(cases, references_root) if drop_own else {}
     use_corpus(root)
@@ -154,11 +157,17 @@ def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path 
                                       references_root=references_root)
                     ranked = [x["id"] for x in r["causes"]]
                     every.add(c.cause, ranked)
-                    if r["verdict"] != "confident":
-                        fallback.add(c.cause, ranked)
+                    (fallback if r["verdict"] != "confident" else confident).add(c.cause, ranked)
+                    level = r["causes"][0].get("level") if r["causes"] else None
+                    by_level.setdefault(f"{r['verdict']}/{level}", Tally()).add(c.cause, ranked)
+                    if ranked[:1] != [c.cause]:
+                        misses.append({"id": c.id, "cause": c.cause, "top3": ranked[:3], "verdict": r["verdict"],
+                                       "level": level,
+                                       "text": c.text})
     finally:
         use_corpus(None)
-    return {"all": every.as_dict(), "retrieval_level": fallback.as_dict()}
+    return {"all": every.as_dict(), "retrieval_level": fallback.as_dict(), "confident": confident.as_dict(),
+            "by_level": {k: t.as_dict() for k, t in sorted(by_level.items())}, "misses": misses}
 
 
 def _frac(t: dict, key: str) -> str:
@@ -176,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drop-own-signatures", action="store_true", help="the diagnosis of a fold also goes without "
                     "the signatures that no train case outside it matches")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--misses", action="store_true", help="also list the train cases whose diagnosis has a wrong "
+                                                          "top-1 (ids of the train split only)")
     ap.add_argument("--shares", action="store_true", help="only the precision of retrieval's second and later "
                                                            "causes per share of the best cause's votes")
     args = ap.parse_args(argv)
@@ -214,8 +225,16 @@ def main(argv: list[str] | None = None) -> int:
     own = ", signatures only the fold matches left out" if args.drop_own_signatures else ""
     print(f"{how} cross-validation on the train split of {args.corpus}{own}")
     print(f"  retrieval alone          top-1 {_frac(r, 'top1')}  top-3 {_frac(r, 'top3')}")
-    for key, words in (("all", "diagnosis, all cases     "), ("retrieval_level", "diagnosis, not confident")):
+    for key, words in (("all", "diagnosis, all cases     "), ("retrieval_level", "diagnosis, not confident"),
+                       ("confident", "diagnosis, confident     ")):
         print(f"  {words} top-1 {_frac(d[key], 'top1')}  top-3 {_frac(d[key], 'top3')}")
+    if args.misses:
+        print("  by verdict / level of the top cause: " + "; ".join(f"{k} {_frac(t, 'top1')}"
+                                                                  for k, t in d["by_level"].items()))
+        print("train cases whose top-1 is wrong (case, expected, top-3, verdict, level of the top cause):")
+        for m in d["misses"]:
+            print(f"  {m['id']}  {m['cause']}  [{', '.join(m['top3'])}]  {m['verdict']}  {m['level']}"
+                  + ("  (prose)" if m["text"] == "prose" else ""))
     return 0
 
 
