@@ -56,6 +56,10 @@ LOGS = ROOT / "tests" / "data" / "logs"
     ("2024-05-01T12:00:00Z 1: [rank1]: RuntimeError: x", 1, " RuntimeError: x"),  # srun's label still leads
     ("[pod/trainer-0/pytorch] [rank2]: x", 2, " x"),
     ("trainer-1  | Traceback (most recent call last):", None, "Traceback (most recent call last):"),
+    # a runner naming the process and its stream (mila-iqia/milabench#281): peeled, the rank behind it read
+    ("diffusion-nodes.cn-n001.server.mila.quebec.nolog [stderr] [rank11]: Traceback (most recent call last):", 11,
+     " Traceback (most recent call last):"),
+    ("[stdout] 1: [rank1]: x", 1, " x"),  # a collector's: srun's label may still follow
     ("    [rank3]: x", 3, " x"),  # pasted indented: the prefix behind the indentation still leads
     ("    x = torch.ones(1)", None, "    x = torch.ones(1)"),
 ])

@@ -45,8 +45,10 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     # 2024-05-01T12:00:00.123456789Z   File "...": one separator peeled, the line's own indentation kept
     ("time", _COLLECTOR_TIME := re.compile(r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]")),
     # kubectl logs --prefix: [pod/trainer-worker-0/pytorch]; docker compose: "trainer-1  | " (names a
-    # container, not a rank: peeled only)
-    ("none", _CONTAINER := re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z][\w.-]*[-_]\d+ +\| ")),
+    # container, not a rank: peeled only); a runner naming the process and its stream in front of each line
+    # (milabench: "diffusion-nodes.cn-n001.server.nolog [stderr] ")
+    ("none", _CONTAINER := re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z][\w.-]*[-_]\d+ +\| |"
+                                      r"(?:[A-Za-z][\w.-]* )?\[std(?:out|err)\] ")),
     # torchrun with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:": [3]: (the global rank). Not the bare
     # "[1]:" index lines of torchrun's failure table, which end there.
     ("rank", re.compile(r"\[(?P<rank>\d{1,5})\]:(?=.)")),
