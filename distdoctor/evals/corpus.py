@@ -167,14 +167,14 @@ SPLIT_WORDS = {"heldout": "held out (never used for signatures or retrieval)",
 
 def split_rows(results: list[CorpusResult]) -> list[tuple[str, str, dict]]:
     """(split, text, summary) per row of the tables: printed logs of each split, then its prose cases where it
-    has any; the dev split only where it has cases."""
+    has any; a split with no case at all (the held-out ones under --train-only, dev) has no row."""
     by_split: dict[str, list[CorpusResult]] = defaultdict(list)
     for r in results:
         by_split[r.split].append(r)
     rows = []
     for split in ("heldout", "heldout_cited", "train", "dev"):
         printed, prose = by_text(by_split.get(split, []))
-        if split in ("dev", "heldout_cited") and not printed and not prose:
+        if not printed and not prose:
             continue
         rows.append((split, "printed", summary(printed)))
         if prose:
