@@ -57,8 +57,11 @@ def kill_tree(root: int) -> None:
             pass
 
 
-# the read(2) system call's number, by machine (/proc/<pid>/syscall names the call by number)
+# system call numbers by machine (/proc/<pid>/syscall names the call by number): read(2), flock(2), fcntl(2)
 _READ_SYSCALL = {"x86_64": 0, "amd64": 0, "aarch64": 63, "arm64": 63, "riscv64": 63}
+_FLOCK_SYSCALL = {"x86_64": 73, "amd64": 73, "aarch64": 32, "arm64": 32, "riscv64": 32}
+_FCNTL_SYSCALL = {"x86_64": 72, "amd64": 72, "aarch64": 25, "arm64": 25, "riscv64": 25}
+_FCNTL_WAITS = {7, 38}  # F_SETLKW, F_OFD_SETLKW: fcntl calls that wait for the lock
 
 
 def reading_input(pid: int) -> str | None:
@@ -75,3 +78,31 @@ def reading_input(pid: int) -> str | None:
     except (OSError, ValueError):
         return None
     return target if fd == 0 or target.startswith(("/dev/pts/", "/dev/tty")) else None
+
+
+def waiting_lock(pid: int) -> dict | None:
+    """The file lock the process's main thread waits for (flock(2), or fcntl(2) with F_SETLKW): {"path", "holder"}
+    with the pid that holds the lock per /proc/locks (None when it is not listed), else None."""
+    machine = platform.machine().lower()
+    try:
+        fields = Path(f"/proc/{pid}/syscall").read_text().split()
+        if len(fields) < 3:
+            return None
+        number, fd = int(fields[0]), int(fields[1], 16)
+        if number == _FCNTL_SYSCALL.get(machine) and int(fields[2], 16) in _FCNTL_WAITS:
+            pass
+        elif number != _FLOCK_SYSCALL.get(machine):
+            return None
+        path = os.readlink(f"/proc/{pid}/fd/{fd}")
+        st = os.stat(f"/proc/{pid}/fd/{fd}")
+        locks = Path("/proc/locks").read_text().splitlines()
+    except (OSError, ValueError):
+        return None
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    holder = None
+    for line in locks:
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] != "->" and parts[5] == where and parts[4] != str(pid):
+            holder = int(parts[4])
+            break
+    return {"path": path, "holder": holder}

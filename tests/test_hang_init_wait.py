@@ -104,3 +104,29 @@ def test_a_question_before_init_holds_the_ranks_in_init() -> None:
     assert v.causes[0].id == "prompt_on_one_rank" and v.odd_ranks == [0]
     assert any("reading the terminal (/dev/pts/3)" in e for e in v.causes[0].evidence)
     assert (v.location["file"], v.location["line"]) == ("/job/train.py", 5)
+
+
+def test_a_process_waiting_for_a_file_lock_names_the_holder(tmp_path) -> None:
+    """Two real processes: one holds an flock on a file, the other waits for it; /proc/locks names the holder."""
+    import subprocess
+    import sys
+    import time
+
+    from distdoctor.procs import waiting_lock
+
+    path = tmp_path / "cache.lock"
+    take = "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.flock(f, fcntl.LOCK_EX); print(1, flush=True); " \
+           "time.sleep(60)"
+    holder = subprocess.Popen([sys.executable, "-c", take, str(path)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "1"
+    waiter = subprocess.Popen([sys.executable, "-c", take, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while waiting_lock(waiter.pid) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert waiting_lock(waiter.pid) == {"path": str(path), "holder": holder.pid}
+        assert waiting_lock(holder.pid) is None  # it holds the lock and sleeps
+    finally:
+        for p in (holder, waiter):
+            p.kill()
+            p.wait()

@@ -171,6 +171,14 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
         v.location = _location(call.file, call.line, "the logger is made on every rank here")
     elif r.reads_input:  # a question of the script's (a tracker's login question is the logger's, above)
         _prompt(r, base, v)
+    elif r.waits_lock and (holder := next((w for w in waiting if w.pid == r.waits_lock.get("holder")), None)):
+        ev = base + [f"it waits for the file lock on {r.waits_lock['path']}, which {_label(holder)} holds while it "
+                     f"waits in {holder.op} at {short(holder.file)}:{holder.line} for this rank: a deadlock between "
+                     "a file lock and a collective",
+                     "release the lock before any collective (one rank fills the cache under the lock, releases it, "
+                     "then all ranks meet in the barrier and read)"]
+        v.causes = [Cause("download_race", 0.75, ev), Cause("collective_timeout", 0.5, base)]
+        v.location = _location(r.file, r.line, "where this rank waits for the lock another rank holds")
     elif at_save is not None:
         v.causes = [Cause("checkpoint_all_ranks", 0.7, base + ["it is inside a save: " + _doing(r)]),
                     Cause("collective_timeout", 0.6, base)]

@@ -50,6 +50,8 @@ class RankSnapshot:
     init: dict | None = None
     # blocked reading typed input: the target of the fd it reads (its stdin "pipe:[..]", a terminal "/dev/pts/3")
     reads_input: str | None = None
+    # blocked waiting for a file lock: {"path", "holder": the pid that holds it, or None}
+    waits_lock: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -62,8 +64,9 @@ class RankSnapshot:
         known["state"] = known["state"] or UNKNOWN
         worker = d.get("worker") if isinstance(d.get("worker"), dict) else None
         init = d.get("init") if isinstance(d.get("init"), dict) else None
+        lock = d.get("waits_lock") if isinstance(d.get("waits_lock"), dict) else None
         return cls(**known, path=[Frame(**f) for f in d.get("path") or []],
-                   frames=[Frame(**f) for f in d.get("frames") or []], worker=worker, init=init)
+                   frames=[Frame(**f) for f in d.get("frames") or []], worker=worker, init=init, waits_lock=lock)
 
     @property
     def site(self) -> str:

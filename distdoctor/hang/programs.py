@@ -50,6 +50,8 @@ CASES = [
     HangCase("hang_loader_worker", 2, (1,), "collective_timeout", "time.sleep(3600)  # the read that never returns"),
     HangCase("hang_prompt_rank0", 2, (0,), "prompt_on_one_rank", 'answer = input(f"{path} exists. Overwrite? [y/N] ")',
              stdin_open=True),
+    HangCase("hang_lock_barrier", 2, (1,), "download_race",
+             "fcntl.flock(lock, fcntl.LOCK_EX)  # read the cache once rank 0 has filled it"),
     HangCase("hang_init_world_size", 2, (2,), "store_barrier_world_size",
              'dist.init_process_group("gloo", rank=rank, world_size=world)', in_init=True),
     HangCase("hang_init_address", 2, (), "rendezvous_unreachable",
