@@ -54,3 +54,20 @@ def test_parse_error_still_raised() -> None:
         fastcst.parse_module("def (:\n")
     with pytest.raises(cst.CSTValidationError):
         cst.Name("still validated")
+
+
+def test_codegen_restored_after_code() -> None:
+    """code() gives every node class `_codegen = _codegen_impl` while it runs, and takes it back, even
+    when the generation fails."""
+    from libcst._nodes.base import CSTNode
+
+    fastcst.code(cst.parse_module(SYNTAX))
+    assert all("_codegen" not in vars(kind) for kind in fastcst.node_classes())
+
+    class Broken(cst.Pass):
+        def _codegen_impl(self, state, **kwargs) -> None:
+            raise RuntimeError("broken")
+
+    with pytest.raises(RuntimeError):
+        fastcst.code(cst.Module(body=[cst.SimpleStatementLine([Broken()])]))
+    assert all(kind._codegen is CSTNode._codegen for kind in fastcst.node_classes())

@@ -342,3 +342,12 @@ def nodes_of(visitor: cst.MetadataDependent, *types: type) -> list[cst.CSTNode]:
 
 
 _ORDER = object()  # the key of the node order in a nodes_of index (no node class)
+
+
+def release() -> None:
+    """Drop the indexes of the last file (its `ast` tree, its libcst tables): the engine calls this when
+    a file is done, so that they are freed then and not kept until the next file."""
+    global _LAST_INDEX
+    _NAMED[:] = [None, [], {}]
+    _AST_INDEX[:] = [None, [], {}]
+    _LAST_INDEX = (None, {})

@@ -97,9 +97,36 @@ class _PlainState(CodegenState):
         return _NOTHING
 
 
+def node_classes() -> list[type]:
+    """Every CSTNode class (abstract ones included) whose `_codegen` is CSTNode's own."""
+    out: dict[type, None] = {}
+    todo = [CSTNode]
+    while todo:
+        kind = todo.pop()
+        todo.extend(kind.__subclasses__())
+        if kind is not CSTNode and kind._codegen is CSTNode._codegen:
+            out[kind] = None  # once, however many bases lead to it
+    return list(out)
+
+
+@contextmanager
+def untracked(classes) -> Iterator[None]:
+    """Within: nodes of these classes generate their code without the state's before_codegen /
+    after_codegen calls (`_codegen` is their `_codegen_impl`): for a state whose calls do nothing there
+    (libcst's own are no-ops; the position tracking leaves such nodes out)."""
+    patched = [kind for kind in dict.fromkeys(classes) if kind._codegen is CSTNode._codegen]
+    try:
+        for kind in patched:
+            kind._codegen = kind._codegen_impl  # type: ignore[method-assign]
+        yield
+    finally:
+        for kind in patched:
+            del kind._codegen
+
+
 def code(module: cst.Module) -> str:
-    """`module.code`, generated with the cheaper context objects."""
+    """`module.code`, generated with the cheaper context objects and without the no-op per-node calls."""
     state = _PlainState(default_indent=module.default_indent, default_newline=module.default_newline)
-    with codegen():
+    with codegen(), untracked(node_classes()):
         module._codegen(state)
     return "".join(state.tokens)

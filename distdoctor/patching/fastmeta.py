@@ -205,15 +205,8 @@ def _track(module: cst.Module, skip) -> tuple[dict, dict]:
     hold only such classes): one tracking code generation where those nodes' `_codegen` is their
     `_codegen_impl`, without the state's before/after calls."""
     state = _TrackingState(module)
-    patched = [kind for kind in skip if "_codegen" not in vars(kind)]
-    try:
-        for kind in patched:
-            kind._codegen = kind._codegen_impl  # type: ignore[method-assign]
-        with fastcst.codegen():
-            module._codegen(state)
-    finally:
-        for kind in patched:
-            del kind._codegen
+    with fastcst.codegen(), fastcst.untracked(skip):
+        module._codegen(state)
     return state.ranges, state.parents
 
 
