@@ -130,3 +130,24 @@ def test_partial_tables_agree_with_complete(path: Path):
     whitespace = next(n for n in ref[ParentNodeProvider] if type(n) is cst.SimpleWhitespace)
     assert parents[whitespace] is ref[ParentNodeProvider][whitespace] and positions._tables.complete
     assert len(kept_parents) < len(parents) == len(ref[ParentNodeProvider])
+
+
+@pytest.mark.parametrize("path", _files()[:8], ids=lambda p: "/".join(p.parts[-2:]))
+def test_import_names_memo_answers_as_libcst(path: Path):
+    """Qualified names looked up under import_names_memo equal libcst's own, each a set of its own, and the
+    memo leaves ImportAssignment as it was."""
+    from libcst.metadata import ImportAssignment
+
+    original = ImportAssignment.get_qualified_names_for
+    module = cst.parse_module(path.read_bytes().decode("utf-8").lstrip("\ufeff"))
+    ref = MetadataWrapper(module, unsafe_skip_copy=True).resolve(QualifiedNameProvider)
+    wrapper = fastmeta.Wrapper(module, unsafe_skip_copy=True)
+    fastmeta.seed(wrapper)
+    with fastmeta.import_names_memo():
+        names = wrapper.resolve(QualifiedNameProvider)
+        got = {node: names[node] for node in ref}
+    assert ImportAssignment.get_qualified_names_for is original
+    for node, value in ref.items():
+        assert got[node] == (value() if callable(value) else value)
+    answers = [v for v in got.values() if v]
+    assert len({id(v) for v in answers}) == len(answers)  # no two nodes share one set

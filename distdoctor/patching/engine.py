@@ -116,7 +116,7 @@ def patch_source(source: str, patches: list[ModuleType] | None = None, options: 
     if not active:
         return PatchResult(source, [])
     wrapper = _wrap(fastcst.parse_module(text))
-    with fastwalk.visitors():
+    with fastwalk.visitors(), fastmeta.import_names_memo():
         try:
             new_text, changes = _combined(active, wrapper, options, path)
         except _Diverged:
