@@ -10,7 +10,8 @@ import pytest
 
 from distdoctor.paths import patch_registry
 from distdoctor.patching.engine import (
-    collect_tasks, default_env_prefix, gc_paused, iter_python_files, patch_paths, patch_source, prefilter_strings, process_file,
+    collect_tasks, default_env_prefix, gc_paused, iter_python_files, patch_paths, patch_source, prefilter_strings,
+    process_file,
 )
 
 patches = patch_registry()
