@@ -32,7 +32,9 @@ import libcst.matchers as m
 from libcst.codemod.visitors import AddImportsVisitor
 
 from distdoctor.patching.base import InPlaceRewrite, PatchInfo
-from distdoctor.patching.cstutil import ast_any_unguarded, ast_ident, ast_nodes, ast_root_name, qualified_names, walk
+from distdoctor.patching.cstutil import (
+    ast_any_unguarded, ast_ident, ast_nodes, ast_root_name, nodes_of, qualified_names, walk,
+)
 from .torch_device_cpu import _guards, ast_guards
 
 PATCH = PatchInfo(
@@ -186,7 +188,7 @@ class Transformer(InPlaceRewrite):
                                                     .split(".")[0] == "torch" for a in n.names)
                    or isinstance(n, cst.ImportFrom) and not n.relative and n.module is not None
                    and (cst.helpers.get_full_name_for_node(n.module) or "").split(".")[0] == "torch"
-                   for n in walk(node))
+                   for n in (*nodes_of(self, cst.Import), *nodes_of(self, cst.ImportFrom)))  # the file's index
 
     # -- rewrites ----------------------------------------------------------------------------------------
     def _raising(self, call: cst.Call) -> bool:

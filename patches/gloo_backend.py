@@ -53,6 +53,9 @@ def _ast_has_nccl(node: ast.AST) -> bool:
 def _ast_nccl_idents(tree: ast.Module) -> set[str]:
     """Identifiers that may carry an NCCL backend: assigned, defaulted, passed or returned with one."""
     found: set[str] = set()
+    # a function is named when a `return` with an NCCL value lies anywhere inside it: with no such return in
+    # the whole file, no function needs its body walked
+    nccl_returns = any(r.value is not None and _ast_has_nccl(r.value) for r in ast_nodes(tree, ast.Return))
     for node in ast_nodes(tree, ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.AsyncFunctionDef, ast.Call):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and _ast_has_nccl(node.value):
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
@@ -68,8 +71,8 @@ def _ast_nccl_idents(tree: ast.Module) -> set[str]:
             for arg, default in zip(args.kwonlyargs, args.kw_defaults):
                 if default is not None and _ast_has_nccl(default):
                     found.add(arg.arg)
-            if any(isinstance(r, ast.Return) and r.value is not None and _ast_has_nccl(r.value)
-                   for r in ast.walk(node)):
+            if nccl_returns and any(isinstance(r, ast.Return) and r.value is not None and _ast_has_nccl(r.value)
+                                    for r in ast.walk(node)):
                 found.add(node.name)
         elif isinstance(node, ast.Call):
             for kw in node.keywords:

@@ -25,7 +25,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import PositionProvider, QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_aliases, ast_ident
+from distdoctor.patching.cstutil import ast_aliases, ast_ident, ast_nodes
 
 PATCH = PatchInfo(
     id="gloo_future_shim",
@@ -71,6 +71,8 @@ _HELPER_SOURCE = f'''def {HELPER}(work, output):
 def screen(tree: ast.Module) -> bool:
     """Cheap pre-check on Python's own parse: `.get_future()` called on one of the collectives whose Work
     lacks it on gloo, chained or through a name assigned from such a call."""
+    if not any(isinstance(n.func, ast.Attribute) and n.func.attr == "get_future" for n in ast_nodes(tree, ast.Call)):
+        return False  # no `.get_future()` call anywhere: no scope below can have one (skips the scope walk)
     wanted = ast_aliases(tree, set(_OUTPUT_ARG))  # from torch.distributed import reduce_scatter_tensor as rs
 
     def unsupported(expr: ast.AST) -> bool:

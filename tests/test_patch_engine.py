@@ -10,7 +10,8 @@ import pytest
 
 from distdoctor.paths import patch_registry
 from distdoctor.patching.engine import (
-    collect_tasks, default_env_prefix, iter_python_files, patch_paths, patch_source, prefilter_strings, process_file,
+    collect_tasks, default_env_prefix, gc_paused, iter_python_files, patch_paths, patch_source, prefilter_strings,
+    process_file,
 )
 
 patches = patch_registry()
@@ -157,3 +158,22 @@ def test_process_pool_gives_same_result(tmp_path):
     pooled = patch_paths([str(tmp_path)], ["gloo_backend"], jobs=2)
     assert [(o.path, o.changes, o.diff) for o in serial] == [(o.path, o.changes, o.diff) for o in pooled]
     assert sum(bool(o.changes) for o in pooled) == 3
+
+
+def test_gc_paused_per_file_collects_the_files_cycles():
+    """No automatic collection while one file is patched; its garbage cycles go when it is done."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle, as libcst's scope objects make
+        ref = weakref.ref(a)
+        del a, b
+        assert ref() is not None
+    assert gc.isenabled() and ref() is None

@@ -107,3 +107,47 @@ def test_fast_tables_equal_libcst(path: Path):
     names = wrapper.resolve(QualifiedNameProvider)
     for node, value in ref[QualifiedNameProvider].items():
         assert names[node] == (value() if callable(value) else value)
+
+
+@pytest.mark.parametrize("path", _files(), ids=lambda p: "/".join(p.parts[-2:]))
+def test_partial_tables_agree_with_complete(path: Path):
+    """The first tracking pass leaves whitespace and punctuation out; the nodes it keeps have the complete
+    tables' values, in the complete tables' order, and a question about a left-out node completes them."""
+    module = cst.parse_module(path.read_bytes().decode("utf-8").lstrip("\ufeff"))
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    fastmeta.seed(wrapper)
+    positions, parents = wrapper.resolve(PositionProvider), wrapper.resolve(ParentNodeProvider)
+    kept_ranges, kept_parents = dict(fastmeta.indexed(positions)), dict(fastmeta.indexed(parents))
+    assert not any(type(n) in fastmeta._UNTRACKED for n in kept_parents)
+    assert all(positions[n] for n in kept_ranges) and all(parents[n] is p for n, p in kept_parents.items())
+    assert not positions._tables.complete  # questions about kept nodes complete nothing
+    ref = MetadataWrapper(module, unsafe_skip_copy=True).resolve_many([PositionProvider, ParentNodeProvider])
+    full_ranges = [n for n in ref[PositionProvider] if n in kept_ranges]
+    assert full_ranges == list(kept_ranges)  # same order: nodes_of and named_nodes rely on it
+    assert [n for n in ref[ParentNodeProvider] if n in kept_parents] == list(kept_parents)
+    assert all(positions[n] == ref[PositionProvider][n] for n in kept_ranges)
+    assert all(parents[n] is p for n, p in ref[ParentNodeProvider].items() if n in kept_parents)
+    whitespace = next(n for n in ref[ParentNodeProvider] if type(n) is cst.SimpleWhitespace)
+    assert parents[whitespace] is ref[ParentNodeProvider][whitespace] and positions._tables.complete
+    assert len(kept_parents) < len(parents) == len(ref[ParentNodeProvider])
+
+
+@pytest.mark.parametrize("path", _files()[:8], ids=lambda p: "/".join(p.parts[-2:]))
+def test_import_names_memo_answers_as_libcst(path: Path):
+    """Qualified names looked up under import_names_memo equal libcst's own, each a set of its own, and the
+    memo leaves ImportAssignment as it was."""
+    from libcst.metadata import ImportAssignment
+
+    original = ImportAssignment.get_qualified_names_for
+    module = cst.parse_module(path.read_bytes().decode("utf-8").lstrip("\ufeff"))
+    ref = MetadataWrapper(module, unsafe_skip_copy=True).resolve(QualifiedNameProvider)
+    wrapper = fastmeta.Wrapper(module, unsafe_skip_copy=True)
+    fastmeta.seed(wrapper)
+    with fastmeta.import_names_memo():
+        names = wrapper.resolve(QualifiedNameProvider)
+        got = {node: names[node] for node in ref}
+    assert ImportAssignment.get_qualified_names_for is original
+    for node, value in ref.items():
+        assert got[node] == (value() if callable(value) else value)
+    answers = [v for v in got.values() if v]
+    assert len({id(v) for v in answers}) == len(answers)  # no two nodes share one set

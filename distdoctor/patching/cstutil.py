@@ -11,7 +11,7 @@ from libcst._metadata_dependent import LazyValue
 import libcst.matchers as m
 from libcst.metadata import ParentNodeProvider, QualifiedNameProvider
 
-from distdoctor.patching import fastwalk
+from distdoctor.patching import fastmeta, fastwalk
 
 STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
@@ -165,7 +165,7 @@ _NAMED: list = [None, [], {}]  # the ParentNodeProvider table last indexed, its 
 def _named_index(visitor: cst.MetadataDependent) -> tuple[list[cst.CSTNode], dict[str, str]]:
     """The Name and Attribute nodes of the ParentNodeProvider table (in its order) and the file's
     `from ... import x as y` aliases, computed once per table (the patches of one file share it)."""
-    table = metadata_table(visitor, ParentNodeProvider)
+    table = fastmeta.indexed(metadata_table(visitor, ParentNodeProvider))
     if _NAMED[0] is not table:
         named = (cst.Name, cst.Attribute)
         nodes = [n for n in table if type(n) in named or type(n) is cst.ImportFrom]
@@ -327,14 +327,14 @@ def nodes_of(visitor: cst.MetadataDependent, *types: type) -> list[cst.CSTNode]:
         index = _LAST_INDEX[1]
     else:
         index = {}
-        for node in metadata_table(visitor, PositionProvider):
+        for node in fastmeta.indexed(metadata_table(visitor, PositionProvider)):
             index.setdefault(type(node), []).append(node)
         _LAST_INDEX = (wrapper, index)  # one file at a time: the index of the wrapper last asked
     if len(types) == 1:
         return list(index.get(types[0], ()))
     order = index.get(_ORDER)  # every node's place in the table, made on the first multi-type question
     if order is None or wrapper is None:
-        order = {id(n): i for i, n in enumerate(metadata_table(visitor, PositionProvider))}
+        order = {id(n): i for i, n in enumerate(fastmeta.indexed(metadata_table(visitor, PositionProvider)))}
         if wrapper is not None:
             index[_ORDER] = order
     found = [n for t in types for n in index.get(t, ())]
@@ -342,3 +342,12 @@ def nodes_of(visitor: cst.MetadataDependent, *types: type) -> list[cst.CSTNode]:
 
 
 _ORDER = object()  # the key of the node order in a nodes_of index (no node class)
+
+
+def release() -> None:
+    """Drop the indexes of the last file (its `ast` tree, its libcst tables): the engine calls this when
+    a file is done, so that they are freed then and not kept until the next file."""
+    global _LAST_INDEX
+    _NAMED[:] = [None, [], {}]
+    _AST_INDEX[:] = [None, [], {}]
+    _LAST_INDEX = (None, {})

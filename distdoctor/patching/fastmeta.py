@@ -4,20 +4,22 @@ libcst's PositionProvider (a position-tracking code generation), ParentNodeProvi
 asks every node for its `children`) and QualifiedNameProvider (a visitor pass that stores a lazy value for
 every node) cost about 4, 4 and 6 s on torch's 11k-line distributed test harness. `seed(wrapper)` puts
 tables with the same keys, values and iteration order into a MetadataWrapper's cache, computed by one
-code generation that tracks only what they need (~1 s); qualified names are computed per node on first
+code generation that tracks only what they need (~1 s), and leaves whitespace, punctuation and operator
+tokens out until something asks about one (`_Tables`); qualified names are computed per node on first
 use from the ScopeProvider, which stays libcst's. Patches keep asking for the libcst providers by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
 from types import MappingProxyType
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.metadata import (
-    CodePosition, CodeRange, ExpressionContextProvider, MetadataWrapper, ParentNodeProvider, PositionProvider,
-    QualifiedNameProvider, ScopeProvider,
+    CodePosition, CodeRange, ExpressionContextProvider, ImportAssignment, MetadataWrapper, ParentNodeProvider,
+    PositionProvider, QualifiedNameProvider, ScopeProvider,
 )
 
 from distdoctor.patching import fastcst, fastwalk
@@ -112,12 +114,102 @@ class LazyTable(Mapping):
         return len(self._keys)
 
 
-class Positions(LazyTable):
+# the FORMATTING classes the first tracking pass leaves out: all but `)`, where an import's syntactic range
+# ends (record_syntactic_position's end_node)
+_UNTRACKED = fastwalk.FORMATTING - {cst.RightParen}
+
+
+class _Tables:
+    """The position and parent tables of one module. The first code generation tracks every node but the
+    FORMATTING ones (whitespace, punctuation, operator tokens: ~60 % of the nodes, which no patch asks
+    about): their tokens still move the line and column, they only get no entry. The first question about
+    a formatting node, or a listing of a whole table, runs the complete tracking once (same values for
+    the other nodes, same order)."""
+
+    __slots__ = ("module", "ranges", "parents", "complete")
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.ranges, self.parents = _track(module, _UNTRACKED)
+        self.complete = False
+
+    def full(self) -> "_Tables":
+        if not self.complete:
+            self.ranges, self.parents = _track(self.module, ())
+            self.complete = True
+        return self
+
+    def missing(self, node: object) -> bool:
+        """Whether node may be in the complete tables although it is not in these."""
+        return not self.complete and type(node) in _UNTRACKED
+
+
+class _Table(Mapping):
+    """One of a _Tables' mappings, complete as seen from outside; `indexed()` gives the partial one."""
+
+    _field = ""
+
+    def __init__(self, tables: _Tables) -> None:
+        self._tables = tables
+
+    def _get(self, node: object):
+        tables = self._tables
+        try:
+            return getattr(tables, self._field)[node]
+        except KeyError:
+            if not tables.missing(node):
+                raise
+            return getattr(tables.full(), self._field)[node]
+
+    def __contains__(self, node: object) -> bool:
+        tables = self._tables
+        if node in getattr(tables, self._field):
+            return True
+        return tables.missing(node) and node in getattr(tables.full(), self._field)
+
+    def __iter__(self):
+        return iter(getattr(self._tables.full(), self._field))
+
+    def __len__(self) -> int:
+        return len(getattr(self._tables.full(), self._field))
+
+    def indexed(self) -> Mapping:
+        """The table without FORMATTING nodes (unless already completed), in the complete table's order."""
+        return getattr(self._tables, self._field)
+
+
+class Positions(_Table):
     """PositionProvider's table: node -> CodeRange, built on access from plain tuples."""
 
+    _field = "ranges"
+
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
-        line, column, end_line, end_column = self._keys[node]
+        line, column, end_line, end_column = self._get(node)
         return CodeRange(CodePosition(line, column), CodePosition(end_line, end_column))
+
+
+class Parents(_Table):
+    """ParentNodeProvider's table: node -> its parent."""
+
+    _field = "parents"
+
+    def __getitem__(self, node: cst.CSTNode) -> cst.CSTNode:
+        return self._get(node)
+
+
+def indexed(table: Mapping) -> Mapping:
+    """table's nodes for a caller that looks only at non-FORMATTING node classes (cheaper, same order)."""
+    return table.indexed() if isinstance(table, _Table) else table
+
+
+def _track(module: cst.Module, skip) -> tuple[dict, dict]:
+    """(ranges, parents) of every node of module but those of the classes in `skip` (whose subtrees must
+    hold only such classes): one tracking code generation where those nodes' `_codegen` is their
+    `_codegen_impl`, without the state's before/after calls."""
+    state = _TrackingState(module)
+    with fastcst.codegen(), fastcst.untracked(skip):
+        module._codegen(state)
+    return state.ranges, state.parents
 
 
 _MISSING = object()
@@ -150,15 +242,36 @@ class QualifiedNames(LazyTable):
 def seed(wrapper: MetadataWrapper) -> None:
     """Fill wrapper's cache for PositionProvider, ParentNodeProvider and QualifiedNameProvider (one code
     generation); libcst then never runs those providers on this wrapper."""
-    module = wrapper.module
-    state = _TrackingState(module)
-    with fastcst.codegen():
-        module._codegen(state)
-    parents = state.parents
-    positions = Positions(state.ranges)
+    tables = _Tables(wrapper.module)
+    positions = Positions(tables)
     wrapper._metadata[PositionProvider] = positions
-    wrapper._metadata[ParentNodeProvider] = parents
+    wrapper._metadata[ParentNodeProvider] = Parents(tables)
     wrapper._metadata[QualifiedNameProvider] = QualifiedNames(wrapper, positions)
+
+
+@contextmanager
+def import_names_memo() -> Iterator[None]:
+    """Within: an ImportAssignment's qualified names for one full name are computed once (libcst recomputes
+    them for every name looked up through the import: the module path, the aliases and one QualifiedName
+    per match, ~a third of the qualified-name lookups on torch/testing). They depend only on the import
+    node, which never changes, and the name; each caller gets its own copy of the set, as before."""
+    original = ImportAssignment.__dict__.get("get_qualified_names_for")
+    if original is None:  # another libcst: left as it is
+        yield
+        return
+    memo: dict[tuple[int, str], tuple[ImportAssignment, set]] = {}
+
+    def get_qualified_names_for(self: ImportAssignment, full_name: str) -> set:
+        found = memo.get((id(self), full_name))
+        if found is None or found[0] is not self:
+            found = memo[(id(self), full_name)] = (self, original(self, full_name))  # self kept: its id stays its own
+        return set(found[1])
+
+    ImportAssignment.get_qualified_names_for = get_qualified_names_for  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ImportAssignment.get_qualified_names_for = original  # type: ignore[method-assign]
 
 
 _SELF_TRAVERSING = (ExpressionContextProvider, ScopeProvider)  # in dependency order
