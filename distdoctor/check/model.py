@@ -53,6 +53,11 @@ LOCKS = frozenset({"FileLock", "SoftFileLock", "lock", "Lock", "file_lock", "fil
 DIST_FLAGS = frozenset({"ddp", "is_distributed", "distributed", "use_ddp", "is_ddp", "multi_gpu", "use_distributed",
                         "is_dist_avail_and_initialized", "is_initialized", "dist_initialized"})
 DIST_HANDLES = frozenset({"fabric", "accelerator"})
+# a rank inside one parallel dimension (data, tensor, pipeline, context, expert, sequence): `tp_rank == 0` holds on
+# one process per group of that dimension, several in the job: a guard against every rank writing, not one rank
+GROUP_RANK = re.compile(r"^_?(get_)?(dp|tp|pp|cp|ep|sp|mp|data_parallel|tensor_parallel|tensor_model_parallel|"
+                        r"pipeline_parallel|pipeline_model_parallel|context_parallel|expert_parallel|"
+                        r"expert_model_parallel|sequence_parallel|model_parallel)_(local_)?rank$")
 WORLD_IDENTS = frozenset({"world_size", "ddp_world_size", "num_processes", "get_world_size", "num_replicas"})
 NAN_CHECKS = frozenset({"isnan", "isinf", "isfinite", "is_nan", "has_nan"})
 
@@ -60,7 +65,8 @@ NAN_CHECKS = frozenset({"isnan", "isinf", "isfinite", "is_nan", "has_nan"})
 @dataclass(frozen=True)
 class Guard:
     """Why a statement runs on some ranks only: `main` (rank 0 / the main process), `others` (every rank
-    but 0), `some` (another subset), `data` (a per-rank value such as the local loss being NaN), `solo`
+    but 0), `some` (another subset), `group` (the first rank of each parallel group, `dp_rank == 0`: several
+    processes, and collectives under it run on that group), `data` (a per-rank value such as the local loss being NaN), `solo`
     (the single-process branch, `if world_size == 1` / `if not ddp`: every rank of a distributed run takes
     the same side, and in a single process there is nobody to race with)."""
 
@@ -280,12 +286,19 @@ class FileModel:
             found = [p for p in (self._polarity(test.left), self._polarity(test.right)) if p]
             if not found:
                 return None
+            # `not dist.is_initialized() or rank == 0`: the single-process side is the same on every rank of a
+            # distributed run, so the other side says who runs the body
+            found = [p for p in found if p != "solo"] or found
             return found[0] if len(set(found)) == 1 else "some"
         if self.is_main_flag(test):
             return "main"
         flag = _ident(test) if isinstance(test, (cst.Name, cst.Attribute)) else None
         if flag in self._flag_names:
             return self._flag_names[flag]
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and any(
+                GROUP_RANK.match(_ident(n.func if isinstance(n, cst.Call) else n) or "")
+                for n in (test.left, test.comparisons[0].comparator)):
+            return "group"  # `dp_rank == 0`: one process per data-parallel group
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
             left, comp = test.left, test.comparisons[0]
             right = comp.comparator

@@ -43,6 +43,10 @@ VALID = [
     "from torch.utils.tensorboard import SummaryWriter\nimport torch.distributed as dist\n\ndef main():\n"
     "    dist.init_process_group('gloo')\n    with_tb_lg = dist.is_master()\n    if with_tb_lg:\n"
     "        writer = SummaryWriter('runs')\n",
+    # a flag built from the ranks of the parallel dimensions (huggingface/picotron: is_wandb_rank)
+    "import wandb\nimport torch.distributed as dist\n\ndef main(pgm):\n    dist.init_process_group('gloo')\n"
+    "    is_wandb_rank = pgm.tp_rank == 0 and pgm.dp_rank == 0 and pgm.cp_rank == 0 and pgm.pp_is_last_stage\n"
+    "    if is_wandb_rank:\n        wandb.init(project='p')\n",
 ]
 
 INVALID = [

@@ -43,8 +43,8 @@ def check(model, out: FileResult) -> None:
         if site.guard is None or site.guard.polarity == "solo":
             direct.setdefault(site.func.key, []).append(what)
             continue
-        if site.guard.polarity == "data":
-            continue
+        if site.guard.polarity in ("data", "group"):
+            continue  # a per-rank value, or a parallel group's rank (its collectives run on that group)
         if site.guard.polarity == "some" and api.first_arg(site, "group", 99) is not None:
             continue  # a subgroup collective under a membership test
         if _balanced(model, site, what_by_site):
@@ -63,7 +63,7 @@ def check(model, out: FileResult) -> None:
             continue
         if site.guard is None or site.guard.polarity == "solo":
             calls.setdefault(site.func.key, set()).add(key)
-        elif site.guard.polarity != "data" and key in local:
+        elif site.guard.polarity not in ("data", "group") and key in local:
             line, col = model.pos(site.node)
             guarded_calls.append((key, line, col, _where(model, site.guard), site.func.key))
     defs = {}
@@ -157,6 +157,9 @@ VALID = [
     "        return\n    dist.barrier()\n",
     # a subgroup collective under a membership test
     "import torch.distributed as dist\nif rank in ranks:\n    dist.all_reduce(t, group=g)\n",
+    # under a parallel group's rank test the collective runs on that group (Megatron-style)
+    "import torch.distributed as dist\nfrom megatron.core import parallel_state as ps\n\ndef sync(t):\n"
+    "    if ps.get_tensor_model_parallel_rank() == 0:\n        dist.all_reduce(t, group=ps.get_data_parallel_group())\n",
 ]
 
 INVALID = [

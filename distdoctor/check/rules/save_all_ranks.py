@@ -89,6 +89,10 @@ VALID = [
     # two calls under the rank guard
     "import torch\nimport torch.distributed as dist\n\ndef write(m):\n    torch.save(m, 'ckpt.pt')\n\n"
     "def finish(m):\n    write(m)\n\nif dist.get_rank() == 0:\n    finish(model)\n",
+    # the first rank of each data- and context-parallel group saves its tensor/pipeline shard (huggingface/picotron)
+    "import torch\nimport torch.distributed as dist\n\nclass Saver:\n    def save(self, model, path):\n"
+    "        dist.init_process_group('gloo')\n        if self.dp_rank == 0 and self.cp_rank == 0:\n"
+    "            torch.save(model.state_dict(), path)\n",
 ]
 
 INVALID = [
