@@ -62,6 +62,7 @@ _READ_SYSCALL = {"x86_64": 0, "amd64": 0, "aarch64": 63, "arm64": 63, "riscv64":
 _FLOCK_SYSCALL = {"x86_64": 73, "amd64": 73, "aarch64": 32, "arm64": 32, "riscv64": 32}
 _FCNTL_SYSCALL = {"x86_64": 72, "amd64": 72, "aarch64": 25, "arm64": 25, "riscv64": 25}
 _FCNTL_WAITS = {7, 38}  # F_SETLKW, F_OFD_SETLKW: fcntl calls that wait for the lock
+_FUTEX_SYSCALL = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98}
 
 
 def reading_input(pid: int) -> str | None:
@@ -106,3 +107,14 @@ def waiting_lock(pid: int) -> dict | None:
             holder = int(parts[4])
             break
     return {"path": path, "holder": holder}
+
+
+def waiting_futex(pid: int) -> bool:
+    """The process's main thread sleeps in futex(2): it waits for a lock, queue, event or condition that another
+    thread (or process, through shared memory) must release. Needs ptrace rights over the process."""
+    number = _FUTEX_SYSCALL.get(platform.machine().lower())
+    try:
+        fields = Path(f"/proc/{pid}/syscall").read_text().split()
+    except OSError:
+        return False
+    return number is not None and bool(fields) and fields[0] == str(number)

@@ -130,3 +130,39 @@ def test_a_process_waiting_for_a_file_lock_names_the_holder(tmp_path) -> None:
         for p in (holder, waiter):
             p.kill()
             p.wait()
+
+
+def test_a_process_waiting_on_a_lock_another_thread_holds_sleeps_in_futex() -> None:
+    import subprocess
+    import sys
+    import time
+
+    from distdoctor.procs import waiting_futex
+
+    held = ("import threading, time\nlock = threading.Lock()\nlock.acquire()\n"
+            "threading.Thread(target=lambda: time.sleep(60), daemon=True).start()\nprint(1, flush=True)\nlock.acquire()\n")
+    waiter = subprocess.Popen([sys.executable, "-c", held], stdout=subprocess.PIPE, text=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; print(1, flush=True); time.sleep(60)"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert waiter.stdout.readline().strip() == "1" and sleeper.stdout.readline().strip() == "1"
+        deadline = time.monotonic() + 20
+        while not waiting_futex(waiter.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert waiting_futex(waiter.pid)
+        assert not waiting_futex(sleeper.pid)
+    finally:
+        for p in (waiter, sleeper):
+            p.kill()
+            p.wait()
+
+
+def test_a_straggler_on_a_lock_names_its_other_threads() -> None:
+    waiting = RankSnapshot(0, 100, "node0", 0, 2, "collective", "all_reduce", "/job/train.py", 30, "main")
+    late = RankSnapshot(1, 101, "node0", 1, 2, "user code", None, "/job/train.py", 32, "main",
+                        waits_futex=True, threads=[{"name": "flusher", "file": "/job/train.py", "line": 19,
+                                                    "function": "flusher"}])
+    v = analyse(HostSnapshot("node0", [waiting, late], [0, 1]))
+    assert v.causes[0].id == "collective_timeout" and v.odd_ranks == [1]
+    ev = " | ".join(v.causes[0].evidence)
+    assert "sleeps in futex" in ev and "its thread flusher is at /job/train.py:19 in flusher" in ev

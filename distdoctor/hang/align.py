@@ -185,7 +185,11 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
         v.location = _location(r.file, r.line, "the straggler's own frame")
     else:
         ev = base + ["a straggler: the others' collective is not mismatched, it waits for this rank's "
-                     + ("data loading" if r.state == "data loading" else "I/O or compute")]
+                     + ("data loading" if r.state == "data loading" else
+                        "lock, queue or event (its main thread sleeps in futex: something else must release it)"
+                        if r.waits_futex else "I/O or compute")]
+        ev += [f"its thread {t.get('name')} is at {short(t.get('file'))}:{t.get('line')} in {t.get('function')}"
+               for t in r.threads]
         w = r.worker
         if w:
             ev.append(f"its DataLoader worker (pid {w.get('pid')}) is in the dataset's code: "

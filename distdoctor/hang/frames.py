@@ -37,6 +37,25 @@ def main_thread(threads: list[dict], pid: int) -> dict | None:
     return threads[0] if threads else None
 
 
+MAX_THREADS = 5  # other threads of a rank listed in its snapshot
+
+
+def other_threads(threads: list[dict], main: dict) -> list[dict]:
+    """The threads of a py-spy dump besides the main one whose stack reaches the user's own code, each as
+    {name, file, line, function} of its innermost user frame (at most MAX_THREADS)."""
+    out = []
+    for t in threads:
+        if t is main:
+            continue
+        user = next((f for f in pyspy_frames(t) if not is_library(f.file)), None)
+        if user is not None:
+            out.append({"name": t.get("thread_name") or str(t.get("thread_id")), "file": user.file,
+                        "line": user.line, "function": user.function})
+        if len(out) == MAX_THREADS:
+            break
+    return out
+
+
 def pyspy_frames(thread: dict) -> list[Frame]:
     return [Frame(f.get("filename") or "?", int(f.get("line") or 0), f.get("name") or "?")
             for f in thread.get("frames") or []]

@@ -52,6 +52,9 @@ class RankSnapshot:
     reads_input: str | None = None
     # blocked waiting for a file lock: {"path", "holder": the pid that holds it, or None}
     waits_lock: dict | None = None
+    waits_futex: bool = False  # blocked on a lock, queue, event or condition (futex) another thread must release
+    # the process's other threads that are in the user's code: [{name, file, line, function}] (at most 5)
+    threads: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -60,6 +63,8 @@ class RankSnapshot:
     def from_json(cls, d: dict) -> "RankSnapshot":
         known = {k: d.get(k) for k in ("rank", "pid", "host", "local_rank", "world_size", "state", "op", "file",
                                         "line", "function", "error", "reads_input")}
+        known["waits_futex"] = bool(d.get("waits_futex"))
+        known["threads"] = [t for t in d.get("threads") or [] if isinstance(t, dict)]
         known["host"] = known["host"] or "?"
         known["state"] = known["state"] or UNKNOWN
         worker = d.get("worker") if isinstance(d.get("worker"), dict) else None

@@ -52,6 +52,7 @@ CASES = [
              stdin_open=True),
     HangCase("hang_lock_barrier", 2, (1,), "download_race",
              "fcntl.flock(lock, fcntl.LOCK_EX)  # read the cache once rank 0 has filled it"),
+    HangCase("hang_thread_lock", 2, (1,), "collective_timeout", "with metrics_lock:"),
     HangCase("hang_init_world_size", 2, (2,), "store_barrier_world_size",
              'dist.init_process_group("gloo", rank=rank, world_size=world)', in_init=True),
     HangCase("hang_init_address", 2, (), "rendezvous_unreachable",
