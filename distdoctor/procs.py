@@ -118,3 +118,29 @@ def waiting_futex(pid: int) -> bool:
     except OSError:
         return False
     return number is not None and bool(fields) and fields[0] == str(number)
+
+
+def reading_pipe(pid: int) -> dict | None:
+    """The pipe the process's main thread is blocked reading (not its stdin): {"pipe": "pipe:[..]", "writers": the
+    other live processes that hold it open}. An empty list means nothing but the reader holds the pipe: whoever was to
+    write into it (a worker process, a multiprocessing queue's feeder) is gone. None when it reads no pipe."""
+    number = _READ_SYSCALL.get(platform.machine().lower())
+    try:
+        fields = Path(f"/proc/{pid}/syscall").read_text().split()
+        if number is None or len(fields) < 2 or fields[0] != str(number) or int(fields[1], 16) == 0:
+            return None
+        target = os.readlink(f"/proc/{pid}/fd/{int(fields[1], 16)}")
+    except (OSError, ValueError):
+        return None
+    if not target.startswith("pipe:"):
+        return None
+    holders = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == pid:
+            continue
+        try:
+            if any(os.readlink(fd) == target for fd in (entry / "fd").iterdir()):
+                holders.append(int(entry.name))
+        except OSError:
+            continue
+    return {"pipe": target, "writers": sorted(holders)}

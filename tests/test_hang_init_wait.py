@@ -166,3 +166,41 @@ def test_a_straggler_on_a_lock_names_its_other_threads() -> None:
     assert v.causes[0].id == "collective_timeout" and v.odd_ranks == [1]
     ev = " | ".join(v.causes[0].evidence)
     assert "sleeps in futex" in ev and "its thread flusher is at /job/train.py:19 in flusher" in ev
+
+
+def test_a_pipe_nobody_else_holds_has_no_writer() -> None:
+    """A process reading a pipe whose write end only it holds (its producer gone) vs one whose writer lives."""
+    import subprocess
+    import sys
+    import time
+
+    from distdoctor.procs import reading_pipe
+
+    alone = "import os\nr, w = os.pipe()\nprint(1, flush=True)\nos.read(r, 1)\n"
+    fed = ("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\n"
+           "os.close(w)\nprint(1, flush=True)\nos.read(r, 1)\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for code in (alone, fed)]
+    try:
+        assert all(p.stdout.readline().strip() == "1" for p in procs)
+        deadline = time.monotonic() + 20
+        while any(reading_pipe(p.pid) is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        lone, feeding = (reading_pipe(p.pid) for p in procs)
+        assert lone["pipe"].startswith("pipe:") and lone["writers"] == []
+        assert len(feeding["writers"]) == 1  # the forked child keeps the write end
+    finally:
+        from distdoctor.procs import kill_tree
+        for p in procs:
+            kill_tree(p.pid)
+            p.wait()
+
+
+def test_a_straggler_reading_a_pipe_with_no_writer_is_told_its_producer_is_gone() -> None:
+    waiting = RankSnapshot(0, 100, "node0", 0, 2, "barrier", "barrier", "/job/train.py", 11, "main")
+    late = RankSnapshot(1, 101, "node0", 1, 2, "user code", None, "/job/train.py", 10, "main",
+                        reads_pipe={"pipe": "pipe:[42]", "writers": []})
+    v = analyse(HostSnapshot("node0", [waiting, late], [0, 1]))
+    assert v.odd_ranks == [1] and any("no other process holds open" in e for e in v.causes[0].evidence)
+    late.reads_pipe = {"pipe": "pipe:[42]", "writers": [102]}  # its worker is alive: nothing to say about it
+    v = analyse(HostSnapshot("node0", [waiting, late], [0, 1]))
+    assert not any("no other process holds open" in e for e in v.causes[0].evidence)

@@ -190,6 +190,10 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
                         if r.waits_futex else "I/O or compute")]
         ev += [f"its thread {t.get('name')} is at {short(t.get('file'))}:{t.get('line')} in {t.get('function')}"
                for t in r.threads]
+        if r.reads_pipe and not r.reads_pipe.get("writers"):
+            ev.append(f"it reads a pipe ({r.reads_pipe.get('pipe')}) that no other process holds open: the process "
+                      "that was to write into it (a worker it started, a queue's producer) is gone; its exit is the "
+                      "cause (run that work in the main process to see its error)")
         w = r.worker
         if w:
             ev.append(f"its DataLoader worker (pid {w.get('pid')}) is in the dataset's code: "

@@ -52,6 +52,7 @@ class RankSnapshot:
     reads_input: str | None = None
     # blocked waiting for a file lock: {"path", "holder": the pid that holds it, or None}
     waits_lock: dict | None = None
+    reads_pipe: dict | None = None  # blocked reading a pipe: {"pipe", "writers": other processes holding it}
     waits_futex: bool = False  # blocked on a lock, queue, event or condition (futex) another thread must release
     # the process's other threads that are in the user's code: [{name, file, line, function}] (at most 5)
     threads: list = field(default_factory=list)
@@ -70,6 +71,7 @@ class RankSnapshot:
         worker = d.get("worker") if isinstance(d.get("worker"), dict) else None
         init = d.get("init") if isinstance(d.get("init"), dict) else None
         lock = d.get("waits_lock") if isinstance(d.get("waits_lock"), dict) else None
+        known["reads_pipe"] = d.get("reads_pipe") if isinstance(d.get("reads_pipe"), dict) else None
         return cls(**known, path=[Frame(**f) for f in d.get("path") or []],
                    frames=[Frame(**f) for f in d.get("frames") or []], worker=worker, init=init, waits_lock=lock)
 
