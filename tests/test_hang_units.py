@@ -257,11 +257,13 @@ def test_flight_recorder_dump_on_signal(tmp_path):
     try:
         assert rank.stdout.readline().strip() == "ready"
         os.kill(rank.pid, signal.SIGUSR2)
-        for _ in range(100):
-            if Path(prefix + "0").exists():
+        trace, size = Path(prefix + "0"), -1
+        for _ in range(300):  # under load (2 cores, other jobs) the dump can take seconds to appear and finish
+            if trace.exists() and trace.stat().st_size == size > 0:
                 break
+            size = trace.stat().st_size if trace.exists() else -1
             time.sleep(0.1)
-        entries = fr.compact(fr.read_trace(Path(prefix + "0")))
+        entries = fr.compact(fr.read_trace(trace))
     finally:
         rank.kill()
         rank.communicate()
