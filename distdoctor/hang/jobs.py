@@ -76,14 +76,15 @@ def _alive(pid: int) -> bool:
 def start(program: str | Path, nproc: int, env: dict[str, str] | None = None, port: int | None = None,
           log_dir: Path | None = None, stdin_open: bool = False) -> Job:
     """torchrun --standalone (or on a fixed port) with OMP_NUM_THREADS=1, output to a log file. stdin_open:
-    the ranks' stdin is a pipe nobody writes to (a terminal nobody types in) rather than /dev/null."""
+    the ranks' stdin is a pipe nobody writes to (a terminal nobody types in) rather than /dev/null. The ranks get
+    DISTDOCTOR_JOB_DIR, the log's folder, for files of their own (gone with the caller's temporary folder)."""
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="hangjob_"))
     log = log_dir / f"{Path(program).stem}.log"
     launcher = [f"--master_port={port}"] if port else []
     cmd = torchrun_cmd(program, nproc, launcher_args=launcher)
     if port:
         cmd.remove("--standalone")
-    return spawn(cmd, log, env, nproc, stdin_open=stdin_open)
+    return spawn(cmd, log, {"DISTDOCTOR_JOB_DIR": str(log_dir), **(env or {})}, nproc, stdin_open=stdin_open)
 
 
 def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None, nproc: int = 0,

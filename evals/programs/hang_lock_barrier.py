@@ -13,7 +13,8 @@ import torch.distributed as dist
 def main() -> None:
     dist.init_process_group("gloo", timeout=timedelta(seconds=300))
     rank = dist.get_rank()
-    lock_path = os.path.join(tempfile.gettempdir(), f"cache-{os.environ['MASTER_PORT']}.lock")  # one per job
+    folder = os.environ.get("DISTDOCTOR_JOB_DIR") or tempfile.gettempdir()  # the test harness's folder for the job
+    lock_path = os.path.join(folder, f"cache-{os.environ['MASTER_PORT']}.lock")  # one per job
     store = dist.distributed_c10d._get_default_store()
     if rank == 0:
         with open(lock_path, "w") as lock:
