@@ -53,6 +53,9 @@ FAILURES = [
     ("nccl_gpus_hidden", 1, {"CUDA_VISIBLE_DEVICES": ""}, "no GPUs found"),
     ("nccl_ifname_missing", 1, {"NCCL_SOCKET_IFNAME": "ib_missing0", "NCCL_DEBUG": "WARN"}, "NCCL"),
     ("compile_no_cc", 1, {"CC": "/nonexistent/cc", "TORCHINDUCTOR_CACHE_DIR": "/tmp/gpucheck_inductor"}, "cc"),
+    ("device_id_out_of_range", 2, {}, "out of range"),
+    ("batch_left_on_cpu", 1, {}, "same device"),
+    ("ddp_model_on_cpu", 1, {}, "device_ids"),
 ]
 
 # Loaded in every Python process of a `run` through PYTHONPATH: records the process group's backend and
