@@ -56,6 +56,7 @@ FAILURES = [
     ("device_id_out_of_range", 2, {}, "out of range"),
     ("batch_left_on_cpu", 1, {}, "same device"),
     ("ddp_model_on_cpu", 1, {}, "device_ids"),
+    ("device_assert_rank1", 2, {}, "device-side assert"),
 ]
 
 # Loaded in every Python process of a `run` through PYTHONPATH: records the process group's backend and
