@@ -1,5 +1,6 @@
 """Kill a process and every descendant. torchrun starts its workers in their own sessions, so killing the
-agent's process group leaves them running; this walks /proc instead. Also what a process waits on (reading_input)."""
+agent's process group leaves them running; this walks /proc instead. Also what a process's main thread is blocked in (blocked_call, and what it
+means: typed input, a file lock, a futex, a pipe)."""
 from __future__ import annotations
 
 import os
@@ -65,39 +66,55 @@ _FCNTL_WAITS = {7, 38}  # F_SETLKW, F_OFD_SETLKW: fcntl calls that wait for the 
 _FUTEX_SYSCALL = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98}
 
 
-def reading_input(pid: int) -> str | None:
-    """What the process's main thread is blocked reading when it waits for typed input: its standard input (fd 0)
-    or a terminal opened another way (getpass's /dev/tty); the fd's target ("pipe:[..]", "/dev/pts/3"), else None.
-    Needs the same rights as py-spy (ptrace) over the process."""
-    number = _READ_SYSCALL.get(platform.machine().lower())
+Call = tuple[int, tuple[int, ...]]  # a blocked system call: its number and first arguments
+_READ_IT: Call = (-2, ())  # the default of `call` below: read /proc/<pid>/syscall now
+
+
+def blocked_call(pid: int) -> Call | None:
+    """The system call the process's main thread is blocked in, per /proc/<pid>/syscall: (number, its first three
+    arguments); None when it is running or the file cannot be read. Needs ptrace rights over the process; read it
+    before py-spy stops the process (a stop interrupts the call)."""
     try:
         fields = Path(f"/proc/{pid}/syscall").read_text().split()
-        if number is None or len(fields) < 2 or fields[0] != str(number):
-            return None
-        fd = int(fields[1], 16)
+        return int(fields[0]), tuple(int(f, 16) for f in fields[1:4])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _call(pid: int, call: Call | None) -> Call | None:
+    return blocked_call(pid) if call is _READ_IT else call
+
+
+def reading_input(pid: int, call: Call | None = _READ_IT) -> str | None:
+    """What the process's main thread is blocked reading when it waits for typed input: its standard input (fd 0)
+    or a terminal opened another way (getpass's /dev/tty); the fd's target ("pipe:[..]", "/dev/pts/3"), else None.
+    `call`: its blocked_call, when already read."""
+    call = _call(pid, call)
+    if call is None or call[0] != _READ_SYSCALL.get(platform.machine().lower()) or not call[1]:
+        return None
+    fd = call[1][0]
+    try:
         target = os.readlink(f"/proc/{pid}/fd/{fd}")
-    except (OSError, ValueError):
+    except OSError:
         return None
     return target if fd == 0 or target.startswith(("/dev/pts/", "/dev/tty")) else None
 
 
-def waiting_lock(pid: int) -> dict | None:
+def waiting_lock(pid: int, call: Call | None = _READ_IT) -> dict | None:
     """The file lock the process's main thread waits for (flock(2), or fcntl(2) with F_SETLKW): {"path", "holder"}
     with the pid that holds the lock per /proc/locks (None when it is not listed), else None."""
     machine = platform.machine().lower()
+    call = _call(pid, call)
+    if call is None or len(call[1]) < 2:
+        return None
+    number, (fd, cmd) = call[0], call[1][:2]
+    if not (number == _FLOCK_SYSCALL.get(machine) or (number == _FCNTL_SYSCALL.get(machine) and cmd in _FCNTL_WAITS)):
+        return None
     try:
-        fields = Path(f"/proc/{pid}/syscall").read_text().split()
-        if len(fields) < 3:
-            return None
-        number, fd = int(fields[0]), int(fields[1], 16)
-        if number == _FCNTL_SYSCALL.get(machine) and int(fields[2], 16) in _FCNTL_WAITS:
-            pass
-        elif number != _FLOCK_SYSCALL.get(machine):
-            return None
         path = os.readlink(f"/proc/{pid}/fd/{fd}")
         st = os.stat(f"/proc/{pid}/fd/{fd}")
         locks = Path("/proc/locks").read_text().splitlines()
-    except (OSError, ValueError):
+    except OSError:
         return None
     where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     holder = None
@@ -109,28 +126,24 @@ def waiting_lock(pid: int) -> dict | None:
     return {"path": path, "holder": holder}
 
 
-def waiting_futex(pid: int) -> bool:
+def waiting_futex(pid: int, call: Call | None = _READ_IT) -> bool:
     """The process's main thread sleeps in futex(2): it waits for a lock, queue, event or condition that another
-    thread (or process, through shared memory) must release. Needs ptrace rights over the process."""
-    number = _FUTEX_SYSCALL.get(platform.machine().lower())
-    try:
-        fields = Path(f"/proc/{pid}/syscall").read_text().split()
-    except OSError:
-        return False
-    return number is not None and bool(fields) and fields[0] == str(number)
+    thread (or process, through shared memory) must release."""
+    call = _call(pid, call)
+    return call is not None and call[0] == _FUTEX_SYSCALL.get(platform.machine().lower())
 
 
-def reading_pipe(pid: int) -> dict | None:
+def reading_pipe(pid: int, call: Call | None = _READ_IT) -> dict | None:
     """The pipe the process's main thread is blocked reading (not its stdin): {"pipe": "pipe:[..]", "writers": the
     other live processes that hold it open}. An empty list means nothing but the reader holds the pipe: whoever was to
-    write into it (a worker process, a multiprocessing queue's feeder) is gone. None when it reads no pipe."""
-    number = _READ_SYSCALL.get(platform.machine().lower())
+    write into it (a worker process, a multiprocessing queue's feeder) is gone. None when it reads no pipe. The walk
+    over every process's fds is the costly part: call it only for ranks whose answer is kept."""
+    call = _call(pid, call)
+    if call is None or call[0] != _READ_SYSCALL.get(platform.machine().lower()) or not call[1] or call[1][0] == 0:
+        return None
     try:
-        fields = Path(f"/proc/{pid}/syscall").read_text().split()
-        if number is None or len(fields) < 2 or fields[0] != str(number) or int(fields[1], 16) == 0:
-            return None
-        target = os.readlink(f"/proc/{pid}/fd/{int(fields[1], 16)}")
-    except (OSError, ValueError):
+        target = os.readlink(f"/proc/{pid}/fd/{call[1][0]}")
+    except OSError:
         return None
     if not target.startswith("pipe:"):
         return None

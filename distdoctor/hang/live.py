@@ -19,7 +19,7 @@ from distdoctor.hang.frames import fill, main_thread, other_threads, pyspy_frame
 from distdoctor.hang.init_wait import init_args
 from distdoctor.hang.model import DATA, EXITED, INIT, UNKNOWN, WAITING, ZOMBIE, HostSnapshot, RankSnapshot
 from distdoctor import stacks
-from distdoctor.procs import children, reading_input, reading_pipe, stat_fields, waiting_futex, waiting_lock
+from distdoctor.procs import blocked_call, children, reading_input, reading_pipe, stat_fields, waiting_futex, waiting_lock
 from distdoctor.stacks import RankProcess, find_rank_processes
 from distdoctor.tracer import FR_DEFAULT_PREFIX
 
@@ -87,8 +87,8 @@ def _snapshot(proc: RankProcess, host: str, py_spy: str, timeout: float, nonbloc
         snap.state, snap.error = ZOMBIE, "exited, not yet reaped by its parent (zombie)"
         return snap
     # what the main thread is blocked in, read before py-spy stops the process (a stop interrupts the call)
-    reads_input, waits_lock, waits_futex = reading_input(proc.pid), waiting_lock(proc.pid), waiting_futex(proc.pid)
-    reads_pipe = None if reads_input else reading_pipe(proc.pid)
+    call = blocked_call(proc.pid)
+    reads_input, waits_lock = reading_input(proc.pid, call), waiting_lock(proc.pid, call)
     threads, error = dump_one(py_spy, proc.pid, timeout, nonblocking)
     if threads is None:
         gone = not Path(f"/proc/{proc.pid}").exists()
@@ -105,8 +105,8 @@ def _snapshot(proc: RankProcess, host: str, py_spy: str, timeout: float, nonbloc
     elif snap.state == INIT:
         snap.init = _init_args(proc.pid, py_spy, timeout, nonblocking)
     if snap.state not in WAITING:
-        snap.reads_input, snap.waits_lock, snap.waits_futex = reads_input, waits_lock, waits_futex
-        snap.reads_pipe = reads_pipe
+        snap.reads_input, snap.waits_lock, snap.waits_futex = reads_input, waits_lock, waiting_futex(proc.pid, call)
+        snap.reads_pipe = None if reads_input else reading_pipe(proc.pid, call)  # its /proc walk: kept ranks only
         snap.threads = other_threads(threads, thread)
     if env.get("SLURM_PROCID") and snap.rank is None:
         snap.rank = _int(env["SLURM_PROCID"])
