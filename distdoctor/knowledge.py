@@ -8,6 +8,7 @@ This module is the only reader of that format: diagnosis, validation and evals a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from distdoctor import paths
+from distdoctor.cache import cache_dir, write_atomic
 
 HEADING = re.compile(r"^### (?P<id>[a-z][a-z0-9_]*) — (?P<title>.+?)\s*$")
 FENCE = re.compile(r"^```(?P<info>[\w-]*)\s*$")
@@ -115,8 +117,23 @@ def parse_file(path: Path, errors: list[KnowledgeError] | None = None) -> list[E
 
     With `errors` (a list), a malformed entry is appended there and skipped instead, so a
     validator can report every bad entry of a file and still see the good ones.
+
+    A file whose exact bytes already passed the schema check (a stamp in the user's cache, keyed by the file's
+    and the schema's sha256) is not checked again outside the validator: diagnosis then never imports
+    jsonschema (~8 MB and a tenth of a second per run).
     """
-    return _parse_lines(path, path.read_text(encoding="utf-8").splitlines(), errors)
+    text = path.read_text(encoding="utf-8")
+    stamp = None if errors is not None else _checked_stamp(text)
+    entries = _parse_lines(path, text.splitlines(), errors, check_schema=stamp is None or not stamp.exists())
+    if stamp is not None and not stamp.exists():
+        write_atomic(stamp, b"")
+    return entries
+
+
+def _checked_stamp(text: str) -> Path:
+    digest = hashlib.sha256(text.encode("utf-8"))
+    digest.update((paths.SCHEMAS / "entry.schema.json").read_bytes())
+    return cache_dir("kb-checked", digest.hexdigest()[:32])
 
 
 def _next_heading(lines: list[str], i: int) -> int:
@@ -125,8 +142,8 @@ def _next_heading(lines: list[str], i: int) -> int:
     return i
 
 
-def _parse_lines(path: Path, lines: list[str], errors: list[KnowledgeError] | None) -> list[Entry]:
-    import jsonschema
+def _parse_lines(path: Path, lines: list[str], errors: list[KnowledgeError] | None,
+                 check_schema: bool = True) -> list[Entry]:
     import yaml  # here, not at the top: entry_links() serves fast-starting tools without it
 
     entries: list[Entry] = []
@@ -167,8 +184,7 @@ def _parse_lines(path: Path, lines: list[str], errors: list[KnowledgeError] | No
             errors.append(err)
             i = _next_heading(lines, start + 1)
             continue
-        schema_errors = sorted(jsonschema.Draft202012Validator(entry_schema()).iter_errors(block),
-                               key=lambda e: list(e.path))
+        schema_errors = _schema_errors(block) if check_schema else []
         if schema_errors:
             e = schema_errors[0]
             where = "/".join(str(p) for p in e.path) or "(block)"
@@ -195,6 +211,12 @@ def _parse_lines(path: Path, lines: list[str], errors: list[KnowledgeError] | No
                              _quotes(prose_lines, k + 2)))
         i = end
     return entries
+
+
+def _schema_errors(block: dict) -> list:
+    import jsonschema  # here: a file already checked (see parse_file) never needs it
+
+    return sorted(jsonschema.Draft202012Validator(entry_schema()).iter_errors(block), key=lambda e: list(e.path))
 
 
 def _quotes(prose: list[str], first_line: int) -> list[Quote]:

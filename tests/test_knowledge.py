@@ -171,3 +171,29 @@ def test_signatures_recognise_real_torch_output(tmp_path: Path):
     assert roots["rank_conditional_collective"] >= 4  # 'Received data size doesn't match expected size'
     assert "peer_died_first" in echoes  # the other rank's 'Connection reset by peer' is an echo
     assert not {c for c in roots} - {"gloo_missing_feature", "rank_conditional_collective", "collective_timeout"}, roots
+
+
+def test_a_file_checked_once_is_not_schema_checked_again_but_an_edit_is(tmp_path, monkeypatch):
+    """parse_file keeps a stamp of a file's bytes that passed the schema; an edited file is checked again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    md = tmp_path / "x.md"
+    good = textwrap.dedent("""\
+        ### port_in_use — a port is taken
+
+        ```yaml
+        cause: port_in_use
+        patch: null
+        related: []
+        verify: "rerun"
+        signatures:
+          - {regex: "Address already in use", proves: "taken", kind: root}
+        ```
+        """)
+    md.write_text(good, encoding="utf-8")
+    assert [e.cause for e in knowledge.parse_file(md)] == ["port_in_use"]
+    stamps = list((tmp_path / "cache" / "distdoctor" / "kb-checked").iterdir())
+    assert len(stamps) == 1
+    md.write_text(good.replace("kind: root", "kind: nonsense"), encoding="utf-8")
+    with pytest.raises(knowledge.KnowledgeError, match=r"x\.md:3: entry 'port_in_use' field signatures/0/kind"):
+        knowledge.parse_file(md)
+    assert len(list(stamps[0].parent.iterdir())) == 1  # a file that failed leaves no stamp
