@@ -57,11 +57,14 @@ def test_a_lost_store_is_a_shared_port_when_several_jobs_share_the_machine():
     assert top["id"] == "port_in_use" and top["level"] == "signature"
 
 
-def test_a_taken_port_under_srun_tasks_that_each_run_a_launcher_is_the_slurm_launch():
+def test_a_taken_port_under_srun_tasks_that_each_run_a_launcher_has_the_slurm_launch_next():
+    """The labelling rule (evals/corpus/README.md): the setting alone never picks the cause; the launch line makes
+    slurm_launch the runner-up of the port the log shows taken."""
     assert _top(PORT_TAKEN)["id"] == "port_in_use"
     assert _top(PORT_TAKEN, "srun --ntasks-per-node=1 torchrun --nproc_per_node=8 train.py")["id"] == "port_in_use"
     nested = "sbatch --nodes=2 --ntasks-per-node=8, srun torchrun --nproc_per_node=$SLURM_NTASKS_PER_NODE"
-    assert _top(PORT_TAKEN, nested)["id"] == "slurm_launch"
+    r = diagnose_text(PORT_TAKEN, context=nested)
+    assert r["verdict"] == "confident" and [c["id"] for c in r["causes"][:2]] == ["port_in_use", "slurm_launch"]
 
 
 def test_oom_while_resuming_a_checkpoint_is_the_load_without_map_location():
@@ -392,6 +395,29 @@ def test_two_ranks_on_one_gpu_in_a_slurm_job_keeps_the_device_binding_first():
     assert _confident(DUPLICATE_GPU, "torchrun --nproc_per_node=2 train.py") == "local_rank_device"
     r = diagnose_text(DUPLICATE_GPU, context="accelerate multi-node training on a Slurm cluster (2 GPUs per node)")
     assert [c["id"] for c in r["causes"][:2]] == ["local_rank_device", "slurm_launch"]
+
+
+# https://github.com/deepspeedai/DeepSpeed/issues/3916 (srun -n 8, each task starting the deepspeed launcher)
+PORT_TAKEN_WRAPPED = ("RuntimeError: The server socket has failed to listen on any local network\n"
+                      "address. The server socket has failed to bind to [::]:29600 (errno: 98 - Address\n"
+                      "already in use). The server socket has failed to bind to 0.0.0.0:29600 (errno:\n"
+                      "98 - Address already in use).\n")
+# https://github.com/hiyouga/LlamaFactory/issues/2574 (mpirun)
+BATCH_WORLD_ONE = ("AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu "
+                   "* gradient_acc_step * world_size 16 != 1 * 1 * 1\n")
+
+
+def test_a_launch_setting_is_the_runner_up_of_the_failure_it_prints():
+    """The labelling rule (evals/corpus/README.md): the setting alone never picks the cause. A port taken while srun
+    starts one launcher per task is port_in_use with slurm_launch next; DeepSpeed's batch assertion with world size 1
+    under mpirun is deepspeed_batch_config with mpi_launcher_env next (signatures gated on the setting are hints)."""
+    srun = "srun -n 8 --ntasks-per-node 8 python train.py, where train.py runs the deepspeed launcher"
+    r = diagnose_text(PORT_TAKEN_WRAPPED, context=srun)
+    assert r["verdict"] == "confident" and [c["id"] for c in r["causes"][:2]] == ["port_in_use", "slurm_launch"]
+    assert _confident(PORT_TAKEN_WRAPPED) == "port_in_use"
+    r = diagnose_text(BATCH_WORLD_ONE, context="mpirun -np 16 python train.py --deepspeed ds.json")
+    assert r["verdict"] == "confident"
+    assert [c["id"] for c in r["causes"][:2]] == ["deepspeed_batch_config", "mpi_launcher_env"]
 
 
 # https://github.com/NVIDIA/nccl/issues/286 (two nodes)
