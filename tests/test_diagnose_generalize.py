@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from distdoctor import paths
-from distdoctor.diagnose import diagnose_text
+from distdoctor.diagnose import diagnose_text, store_wait
 from distdoctor.diagnose.retrieval import retrieval_tokens
 from distdoctor.diagnose.structure import failure_of_text, similarity
 
@@ -741,3 +741,22 @@ def test_keywords_are_smart_case_per_alternative():
     # the setting named in the description adds its cause after the log's own (a Slurm job's socket timeout)
     ids = [c["id"] for c in diagnose_text(SLURM_SOCKET, context="AWS ParallelCluster Slurm job across nodes")["causes"]]
     assert ids[0] == "rendezvous_unreachable" and "slurm_launch" in ids[:3]
+
+
+# https://github.com/s-JoL/Open-Llama/issues/47 (7 of 8 workers: one rank stalled in its logger's start-up)
+BARRIER_SHORT = ("I0510 07:28:04.417845 139863945226048 distributed_c10d.py:337] Waiting in store based barrier to "
+                 "initialize process group for rank: 2, key: store_based_barrier_key:2 (world_size=8, worker_count=7, "
+                 "timeout=0:30:00)\n")
+# https://github.com/ultralytics/yolov5/issues/4574 (8 workers counted for world_size 4)
+BARRIER_OVER = ("Waiting in store based barrier to initialize process group for rank: 0, key: store_based_barrier_key:1 "
+                "(world_size=4, worker_count=8, timeout=0:30:00)\n")
+
+
+def test_a_store_barrier_short_of_workers_is_a_symptom_one_counting_more_is_the_world_size():
+    """Fewer workers than world_size: some rank has not reached init_process_group (late, stuck, dead: several
+    causes), so no confident answer; more workers than world_size is the barrier's own miscount."""
+    assert store_wait.short_barrier(BARRIER_SHORT) and not store_wait.short_barrier(BARRIER_OVER)
+    r = diagnose_text(BARRIER_SHORT)
+    assert r["verdict"] == "candidates" and r["causes"][0]["level"] == "symptom"
+    assert "store_barrier_world_size" in [c["id"] for c in r["causes"][:3]]
+    assert _confident(BARRIER_OVER) == "store_barrier_world_size"
