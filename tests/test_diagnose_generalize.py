@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from distdoctor import paths
-from distdoctor.diagnose import diagnose_text
+from distdoctor.diagnose import diagnose_text, store_wait
 from distdoctor.diagnose.retrieval import retrieval_tokens
 from distdoctor.diagnose.structure import failure_of_text, similarity
 
@@ -57,11 +57,14 @@ def test_a_lost_store_is_a_shared_port_when_several_jobs_share_the_machine():
     assert top["id"] == "port_in_use" and top["level"] == "signature"
 
 
-def test_a_taken_port_under_srun_tasks_that_each_run_a_launcher_is_the_slurm_launch():
+def test_a_taken_port_under_srun_tasks_that_each_run_a_launcher_has_the_slurm_launch_next():
+    """The labelling rule (evals/corpus/README.md): the setting alone never picks the cause; the launch line makes
+    slurm_launch the runner-up of the port the log shows taken."""
     assert _top(PORT_TAKEN)["id"] == "port_in_use"
     assert _top(PORT_TAKEN, "srun --ntasks-per-node=1 torchrun --nproc_per_node=8 train.py")["id"] == "port_in_use"
     nested = "sbatch --nodes=2 --ntasks-per-node=8, srun torchrun --nproc_per_node=$SLURM_NTASKS_PER_NODE"
-    assert _top(PORT_TAKEN, nested)["id"] == "slurm_launch"
+    r = diagnose_text(PORT_TAKEN, context=nested)
+    assert r["verdict"] == "confident" and [c["id"] for c in r["causes"][:2]] == ["port_in_use", "slurm_launch"]
 
 
 def test_oom_while_resuming_a_checkpoint_is_the_load_without_map_location():
@@ -394,6 +397,29 @@ def test_two_ranks_on_one_gpu_in_a_slurm_job_keeps_the_device_binding_first():
     assert [c["id"] for c in r["causes"][:2]] == ["local_rank_device", "slurm_launch"]
 
 
+# https://github.com/deepspeedai/DeepSpeed/issues/3916 (srun -n 8, each task starting the deepspeed launcher)
+PORT_TAKEN_WRAPPED = ("RuntimeError: The server socket has failed to listen on any local network\n"
+                      "address. The server socket has failed to bind to [::]:29600 (errno: 98 - Address\n"
+                      "already in use). The server socket has failed to bind to 0.0.0.0:29600 (errno:\n"
+                      "98 - Address already in use).\n")
+# https://github.com/hiyouga/LlamaFactory/issues/2574 (mpirun)
+BATCH_WORLD_ONE = ("AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu "
+                   "* gradient_acc_step * world_size 16 != 1 * 1 * 1\n")
+
+
+def test_a_launch_setting_is_the_runner_up_of_the_failure_it_prints():
+    """The labelling rule (evals/corpus/README.md): the setting alone never picks the cause. A port taken while srun
+    starts one launcher per task is port_in_use with slurm_launch next; DeepSpeed's batch assertion with world size 1
+    under mpirun is deepspeed_batch_config with mpi_launcher_env next (signatures gated on the setting are hints)."""
+    srun = "srun -n 8 --ntasks-per-node 8 python train.py, where train.py runs the deepspeed launcher"
+    r = diagnose_text(PORT_TAKEN_WRAPPED, context=srun)
+    assert r["verdict"] == "confident" and [c["id"] for c in r["causes"][:2]] == ["port_in_use", "slurm_launch"]
+    assert _confident(PORT_TAKEN_WRAPPED) == "port_in_use"
+    r = diagnose_text(BATCH_WORLD_ONE, context="mpirun -np 16 python train.py --deepspeed ds.json")
+    assert r["verdict"] == "confident"
+    assert [c["id"] for c in r["causes"][:2]] == ["deepspeed_batch_config", "mpi_launcher_env"]
+
+
 # https://github.com/NVIDIA/nccl/issues/286 (two nodes)
 UNHANDLED_SYSTEM = ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:410, unhandled system "
                     "error, NCCL version 2.4.8\n")
@@ -715,3 +741,22 @@ def test_keywords_are_smart_case_per_alternative():
     # the setting named in the description adds its cause after the log's own (a Slurm job's socket timeout)
     ids = [c["id"] for c in diagnose_text(SLURM_SOCKET, context="AWS ParallelCluster Slurm job across nodes")["causes"]]
     assert ids[0] == "rendezvous_unreachable" and "slurm_launch" in ids[:3]
+
+
+# https://github.com/s-JoL/Open-Llama/issues/47 (7 of 8 workers: one rank stalled in its logger's start-up)
+BARRIER_SHORT = ("I0510 07:28:04.417845 139863945226048 distributed_c10d.py:337] Waiting in store based barrier to "
+                 "initialize process group for rank: 2, key: store_based_barrier_key:2 (world_size=8, worker_count=7, "
+                 "timeout=0:30:00)\n")
+# https://github.com/ultralytics/yolov5/issues/4574 (8 workers counted for world_size 4)
+BARRIER_OVER = ("Waiting in store based barrier to initialize process group for rank: 0, key: store_based_barrier_key:1 "
+                "(world_size=4, worker_count=8, timeout=0:30:00)\n")
+
+
+def test_a_store_barrier_short_of_workers_is_a_symptom_one_counting_more_is_the_world_size():
+    """Fewer workers than world_size: some rank has not reached init_process_group (late, stuck, dead: several
+    causes), so no confident answer; more workers than world_size is the barrier's own miscount."""
+    assert store_wait.short_barrier(BARRIER_SHORT) and not store_wait.short_barrier(BARRIER_OVER)
+    r = diagnose_text(BARRIER_SHORT)
+    assert r["verdict"] == "candidates" and r["causes"][0]["level"] == "symptom"
+    assert "store_barrier_world_size" in [c["id"] for c in r["causes"][:3]]
+    assert _confident(BARRIER_OVER) == "store_barrier_world_size"

@@ -6,6 +6,7 @@ import io
 import re
 import zlib
 from collections import defaultdict
+from dataclasses import replace
 
 from distdoctor.diagnose import (alternatives, calibrate, gpu_processes, p2p_matrix, preconditions, store_wait,
                                  structure, versions)
@@ -126,6 +127,8 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 if ts is None:
                     ts = parse_timestamp(body)
                 hits = matcher.match_line(text)
+                if hits and "store based barrier" in text and store_wait.short_barrier(text):
+                    hits = [replace(h, level="symptom") if h.cause == store_wait.BARRIER_CAUSE else h for h in hits]
                 if structure.MISMATCH in text:
                     hits = _read_mismatch(text, src.name, line_no, rank, hits, tally, matcher)
                     own = structure.own_fingerprint(text)

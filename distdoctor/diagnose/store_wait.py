@@ -24,6 +24,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# torch's store-based barrier after init_process_group, with its counts (older releases log it while waiting)
+BARRIER_COUNTS = re.compile(r"store based barrier.*\(world_size=(?P<n>\d+), (?:worker_count|num_workers_joined)=(?P<m>\d+)")
+BARRIER_CAUSE = "store_barrier_world_size"
 WAIT = re.compile(r"wait timeout after (?P<ms>\d+)ms, keys: (?P<keys>.+?)\s*$")
 TRACED = re.compile(r"Timed out waiting on barrier on rank \d+, for key prefix: (?P<prefix>\S*) \(world_size=(?P<n>\d+), "
                     r"missing_ranks=\[(?P<missing>.*?)\], timeout=(?P<s>[\d.]+)\)")
@@ -220,3 +223,11 @@ def next_step(waits: list[StoreWait]) -> str:
         return (f"Find the code that sets store key {f['key']} (store.set / store.add) and read the log of the rank "
                 "that runs it: an error there is the cause; otherwise that rank skips the code or is still busy.")
     return "Read every rank's log: the store barrier counts ranks that never arrived."
+
+
+def short_barrier(text: str) -> bool:
+    """A store-based barrier line counting fewer workers than its world_size: some rank has not reached
+    init_process_group yet (late, stuck or dead before it: several causes), not a barrier that counts more
+    workers than the job has (store_barrier_world_size's own reading)."""
+    m = BARRIER_COUNTS.search(text)
+    return m is not None and int(m["m"]) < int(m["n"])
