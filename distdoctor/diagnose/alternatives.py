@@ -81,8 +81,8 @@ def typical(top: str, roots: Iterable[str]) -> list[tuple[str, float, dict]]:
     """The usual roots of the top cause as (cause, score 0, evidence): the knowledge base's expectation only."""
     return [(root, 0.0, {"file": "references/taxonomy.yaml", "line": None, "text": f"{top}: often_behind {root}",
                          "rank": None, "kind": "typical",
-                         "proves": f"{top} is often what {root} looks like in a log (the taxonomy's often_behind); "
-                                   f"the log does not show {root} itself"})
+                         "proves": f"{root} often shows in a log as {top} (taxonomy often_behind); "
+                                   "not read in this log"})
             for root in roots]
 
 
