@@ -275,3 +275,18 @@ def load_taxonomy(path: Path | None = None) -> dict[str, dict]:
 
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     return dict(data["causes"])
+
+
+_ROOTS: dict[str, dict[str, tuple[str, ...]]] = {}
+
+
+def often_behind(references_root: Path | str | None = None) -> dict[str, tuple[str, ...]]:
+    """Cause -> the root causes it is usually the visible face of (the taxonomy's `often_behind`, in its order):
+    the default taxonomy for the default references, `<references_root>/taxonomy.yaml` for another (none: {})."""
+    path = paths.taxonomy_path() if not references_root or Path(references_root).resolve() == paths.REFERENCES.resolve() \
+        else Path(references_root) / "taxonomy.yaml"
+    key = str(path)
+    if key not in _ROOTS:
+        causes = load_taxonomy(path) if path is not None and Path(path).is_file() else {}
+        _ROOTS[key] = {c: tuple(v.get("often_behind") or ()) for c, v in causes.items() if isinstance(v, dict)}
+    return _ROOTS[key]

@@ -168,7 +168,32 @@ class Validator:
                 self.add(ref_dir, 1, f"cause {cause!r} has no entry in references/*.md")
         for e in self.entries:
             self.check_entry(e, taxonomy)
+        self.check_often_behind(taxonomy, seen)
         self.check_cross_matches()
+
+    def check_often_behind(self, taxonomy: dict[str, dict], entries: dict[str, knowledge.Entry]) -> None:
+        """A cause's `often_behind` lists distinct taxonomy ids, each one an entry relates to the cause (the
+        cause's `related`, or the root's): what the knowledge base already says lies behind it."""
+        path = Path(self.taxonomy_path) if self.taxonomy_path else Path("taxonomy.yaml")
+        lines = (self.read_lines(path) or []) if path.is_file() else []
+        for cause, spec in taxonomy.items():
+            roots = spec.get("often_behind") if isinstance(spec, dict) else None
+            if roots is None:
+                continue
+            line = next((i + 1 for i, ln in enumerate(lines) if ln.strip() == f"{cause}:"), 1)
+            if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+                self.add(path, line, f"cause {cause!r}: often_behind must be a list of cause ids")
+                continue
+            if len(set(roots)) != len(roots):
+                self.add(path, line, f"cause {cause!r}: often_behind lists an id twice")
+            for root in roots:
+                if root == cause or root not in taxonomy:
+                    self.add(path, line, f"cause {cause!r}: often_behind id {root!r} is "
+                                         + ("the cause itself" if root == cause else "not in the taxonomy"))
+                elif cause in entries and root in entries and root not in entries[cause].related \
+                        and cause not in entries[root].related:
+                    self.add(path, line, f"cause {cause!r}: often_behind id {root!r} is related to it by no entry "
+                                         f"(add it to one entry's `related` first)")
 
     def check_entry(self, e: knowledge.Entry, taxonomy: dict[str, dict]) -> None:
         block_line = e.line + 2

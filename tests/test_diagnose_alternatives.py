@@ -48,7 +48,7 @@ def test_confident_answers_keep_their_top_and_list_alternatives_without_a_patch(
         for c in added:
             assert c["patch"] is None and not c["patch_ready"] and c["patch_note"] is None, (path.name, c["id"])
             assert c["level"] in LEVELS and [e["level"] for e in c["evidence"]] == [c["level"]]
-            assert c["evidence"][0]["kind"] in ("structural", "similar") and c["check"]
+            assert c["evidence"][0]["kind"] in ("structural", "similar", "typical") and c["check"]
             retrieved += c["level"] not in CONFIDENT
         text = render(new)
         if len(new["causes"]) > 1:
@@ -110,3 +110,55 @@ def test_answers_diff_flags_a_changed_top_and_counts_top3():
     assert diffs == [] and "top-3 0/1 -> 1/1" in lines[0]
     diffs, _ = compare([row], [{**same_top, "top1": "a", "ranked": ["a", "b"]}])
     assert diffs == ["train x: top1 'b' -> 'a'"]
+
+
+# real logs whose confident top cause is a symptom of others (tests/data/logs/*.meta.yaml give their sources)
+SYMPTOM_LOGS = [LOGS / "public_collective_timeout_ofa.log", LOGS / "public_rendezvous_unreachable_pt79388.log"]
+
+
+@pytest.mark.parametrize("path", SYMPTOM_LOGS, ids=lambda p: p.stem)
+def test_a_symptom_top_cause_gets_its_usual_roots_after_the_evidence(path):
+    with alternatives.using_roots({}):
+        old = diagnose_paths([str(path)])
+    new = diagnose_paths([str(path)])
+    top = new["causes"][0]["id"]
+    roots = alternatives.roots_of(top)
+    assert new["verdict"] == "confident" and roots, (path.name, top)
+    assert {f: new[f] for f in TOP_FIELDS} == {f: old[f] for f in TOP_FIELDS}
+    assert new["causes"][:len(old["causes"])] == old["causes"]  # the log's own alternatives first, unchanged
+    added = new["causes"][len(old["causes"]):]
+    assert added and len(new["causes"]) == 1 + alternatives.ALTERNATIVES
+    # in the taxonomy's order, none the log already named (one its conditions rule out is skipped too)
+    ids = [c["id"] for c in added]
+    assert set(ids) <= set(roots) and sorted(ids, key=roots.index) == ids
+    assert not set(ids) & {c["id"] for c in old["causes"]}
+    for c in added:
+        assert c["role"] == "alternative" and c["level"] == "typical" and c["patch"] is None and not c["patch_ready"]
+        assert [e["kind"] for e in c["evidence"]] == ["typical"] and top in c["evidence"][0]["proves"]
+        assert c["check"] and c["entry"]
+    jsonschema.validate(new, SCHEMA)
+    text = render(new)
+    assert "what usually lies behind the top cause" in text and text.count("Fix:") <= 1
+
+
+def test_a_root_cause_or_a_candidates_answer_gets_no_usual_roots():
+    for path in SAMPLE:
+        r = diagnose_paths([str(path)])
+        top = r["causes"][0]["id"] if r["causes"] else None
+        if r["verdict"] != "confident" or not alternatives.roots_of(top):
+            assert all(c["level"] != "typical" for c in r["causes"]), path.name
+    words = diagnose_text("", context="the job times out in a collective (watchdog) after 10 minutes")
+    assert words["verdict"] != "confident" and all(c["level"] != "typical" for c in words["causes"])
+
+
+def test_pick_fills_only_free_places_with_unlisted_allowed_roots():
+    from types import SimpleNamespace
+
+    entries = {c: SimpleNamespace(title=c, anchor=f"x.md#{c}", section=lambda name: "Symptom text here: yes.")
+               for c in ("t", "a", "b", "c", "d")}
+    top = [{"id": "t"}]
+    # a structural alternative first; then the roots: 'a' already taken, 'b' ruled out, 'zz' not an entry
+    got = alternatives.pick([("a", 1.0, {"kind": "structural"})], lambda: [], entries, top, {"b"},
+                            roots=("a", "b", "zz", "c", "d"))
+    assert [(c["id"], c["level"]) for c in got] == [("a", "structural"), ("c", "typical")]
+    assert alternatives.pick([], lambda: [], entries, top + [{"id": "a"}, {"id": "b"}], set(), roots=("c",)) == []

@@ -309,3 +309,22 @@ def test_ranks_differ_signature_cross_matches_only_where_its_condition_holds(tre
     unless_ranks_differ:''')
     out = _run(tree)
     assert any("entry 'dataloader_uneven'" in p and "'checkpoint_all_ranks'" in p for p in out), out
+
+
+def test_often_behind_lists_only_related_taxonomy_ids(tree: Path):
+    tax = tree / "references" / "taxonomy.yaml"
+    assert validate(tree, tax, FIELD_REPORTS)[0] == []
+    text = tax.read_text(encoding="utf-8")
+    old = next(ln for ln in text.splitlines() if ln.strip().startswith("often_behind: [rank_start_skew"))
+    # itself, an unknown id, one no entry relates to collective_timeout, and a duplicate
+    tax.write_text(text.replace(old, "    often_behind: [collective_timeout, no_such_cause, tcpstore_libuv_windows, "
+                                     "rank_start_skew, rank_start_skew]"), encoding="utf-8")
+    line = _line_of(tax, "  collective_timeout:")
+    out = [str(p) for p in validate(tree, tax, FIELD_REPORTS)[0]]
+    where = f"references/taxonomy.yaml:{line}: cause 'collective_timeout': often_behind"
+    assert f"{where} id 'collective_timeout' is the cause itself" in out
+    assert f"{where} id 'no_such_cause' is not in the taxonomy" in out
+    assert f"{where} lists an id twice" in out
+    assert any(p.startswith(f"{where} id 'tcpstore_libuv_windows' is related to it by no entry") for p in out), out
+    tax.write_text(text.replace(old, "    often_behind: rank_start_skew"), encoding="utf-8")
+    assert f"{where} must be a list of cause ids" in [str(p) for p in validate(tree, tax, FIELD_REPORTS)[0]]

@@ -2,9 +2,12 @@
 
 A confident answer (a signature or the failure's structure names its top cause) lists up to ALTERNATIVES more
 causes after the ones its log scored: known failures whose message template the log's failures share
-(`structural`), then BM25 neighbours with at least ALT_SIMILAR_MIN of the best cause's votes (`similar`). Each
-carries its level and what to check, never a patch; they come after every scored cause, so the top cause, its
-level and its fix are those of the answer without them.
+(`structural`), then BM25 neighbours with at least ALT_SIMILAR_MIN of the best cause's votes (`similar`), then,
+when the top cause is a symptom of others (a collective timeout, a peer that died first, an unreachable
+rendezvous), the roots the taxonomy says usually lie behind it (`often_behind` in references/taxonomy.yaml, in its
+order: level `typical`, what the knowledge base expects, not read in the log). Each carries its level and what to
+check, never a patch; they come after every scored cause, so the top cause, its level and its fix are those of the
+answer without them.
 
 A cause the knowledge base has read off the log's own line and ruled out is not brought back: one whose signature
 matched a line but an `unless` (`unless_ranks_differ`) condition the input meets switched it off, or whose `when`
@@ -15,7 +18,8 @@ machine for `port_in_use`, SyncBatchNorm for `syncbn_without_gpu_ddp`) is only s
 
 from __future__ import annotations
 
-from typing import Iterable
+from contextlib import contextmanager
+from typing import Iterable, Iterator
 
 from distdoctor.diagnose import calibrate
 from distdoctor.diagnose.matcher import CompiledSignature, differs_key
@@ -51,10 +55,42 @@ def ruled_out(matched: Iterable[CompiledSignature], seen: set[str]) -> set[str]:
     return out
 
 
+_OVERRIDE: list[dict[str, tuple[str, ...]] | None] = [None]
+
+
+@contextmanager
+def using_roots(roots: dict[str, tuple[str, ...]]) -> Iterator[None]:
+    """Read `roots` instead of the taxonomy's often_behind (the evals' cross-validation: lists estimated without
+    the scored case's group)."""
+    saved, _OVERRIDE[0] = _OVERRIDE[0], roots
+    try:
+        yield
+    finally:
+        _OVERRIDE[0] = saved
+
+
+def roots_of(cause: str, references_root=None) -> tuple[str, ...]:
+    """The usual roots of a symptom cause, in order (empty for a cause that is a root itself)."""
+    from distdoctor.knowledge import often_behind
+
+    table = _OVERRIDE[0] if _OVERRIDE[0] is not None else often_behind(references_root)
+    return tuple(table.get(cause, ()))
+
+
+def typical(top: str, roots: Iterable[str]) -> list[tuple[str, float, dict]]:
+    """The usual roots of the top cause as (cause, score 0, evidence): the knowledge base's expectation only."""
+    return [(root, 0.0, {"file": "references/taxonomy.yaml", "line": None, "text": f"{top}: often_behind {root}",
+                         "rank": None, "kind": "typical",
+                         "proves": f"{root} often shows in a log as {top} (taxonomy often_behind); "
+                                   "not read in this log"})
+            for root in roots]
+
+
 def pick(structural: list[tuple[str, float, dict]], similar, entries: dict, causes: list[dict],
-         excluded: set[str]) -> list[dict]:
+         excluded: set[str], roots: Iterable[str] = ()) -> list[dict]:
     """The alternatives to append to `causes`: (cause, score, evidence line) from the structural matches, then,
-    when places are left, from `similar()` (called only then: retrieval is not loaded for nothing)."""
+    when places are left, from `similar()` (called only then: retrieval is not loaded for nothing), then the top
+    cause's usual `roots` (level `typical`)."""
     taken = {c["id"] for c in causes}
     out: list[dict] = []
 
@@ -77,4 +113,6 @@ def pick(structural: list[tuple[str, float, dict]], similar, entries: dict, caus
     add(structural)
     if room():
         add(similar())
+    if room() and causes:
+        add(typical(causes[0]["id"], roots))
     return out

@@ -11,9 +11,11 @@ Levels, strongest first:
   and matched by a root signature counts as `signature`: it is the log's text, quoted);
 - `context`: a line of the log that only says how the job was launched (Open MPI's `[1,0]<stdout>:` tags), or,
   beside a log, a setting keyword of the description or of a log of prose (`--nnodes`, `drop_last`,
-  `LOCAL_RANK`: how the job was set up; engine.SETTING_WEIGHT), never what failed: any cause's job shows it.
+  `LOCAL_RANK`: how the job was set up; engine.SETTING_WEIGHT), never what failed: any cause's job shows it;
+- `typical`: nothing in the input; the knowledge base says this root usually lies behind the top cause, a
+  symptom of others (references/taxonomy.yaml `often_behind`): an alternative to check, never a top cause.
 Only `signature` and `structural` make a confident answer (a top cause, its fix and patch). A cause resting
-on `symptom`, `similar`, `words` or `context` is a candidate to confirm, shown with what to check.
+on `symptom`, `similar`, `words`, `context` or `typical` is a candidate to confirm, shown with what to check.
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ import re
 
 from distdoctor.diagnose import preconditions
 
-LEVELS = ("context", "words", "similar", "symptom", "structural", "signature")  # weakest first
+LEVELS = ("typical", "context", "words", "similar", "symptom", "structural", "signature")  # weakest first
 CONFIDENT = ("structural", "signature")
 
 
 def level_of(ev: dict) -> str:
     if ev.get("file") == "<context>" or ev.get("kind") == "keyword":
         return "signature" if ev.get("quoted") else "context" if ev.get("context") else "words"
-    if ev.get("kind") in ("structural", "similar"):
+    if ev.get("kind") in ("structural", "similar", "typical"):
         return ev["kind"]
     return "symptom" if ev.get("symptom") else "context" if ev.get("context") else "signature"
 

@@ -575,7 +575,7 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
 def _alternatives(builder: EventBuilder, first: Event | None, references_root, context: str | None,
                   matcher: Matcher, head: bytes, causes: list[dict], ruled: set[str]) -> list[dict]:
     """After a confident top cause: known failures with the log's message templates, then BM25 neighbours
-    (distdoctor/diagnose/alternatives.py), scored as _compare_with_known would."""
+    (distdoctor/diagnose/alternatives.py), scored as _compare_with_known would, then the top cause's usual roots."""
     known, events, failures, same_op = _compared(builder, first, references_root)
     if same_op:
         ruled = ruled | {structure.MISMATCH_CAUSE}
@@ -589,7 +589,8 @@ def _alternatives(builder: EventBuilder, first: Event | None, references_root, c
                 for i, m in enumerate(known.similar(_query(failures, head, context)))
                 if m.score >= alternatives.ALT_SIMILAR_MIN]
 
-    return alternatives.pick(structural, similar, matcher.entries, causes, ruled)
+    roots = alternatives.roots_of(causes[0]["id"], references_root) if causes else ()
+    return alternatives.pick(structural, similar, matcher.entries, causes, ruled, roots)
 
 
 def _break_tie(ranked: list[tuple[str, float]], evidence_of: dict[str, list[dict]],

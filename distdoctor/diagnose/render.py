@@ -23,6 +23,7 @@ LEVEL_WORDS = {
     "similar": "a similar known log only",
     "words": "your description only",
     "context": "a line that only says how the job was launched",
+    "typical": "what usually lies behind the top cause (not read in the logs)",
 }
 
 
