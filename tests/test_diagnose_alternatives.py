@@ -139,6 +139,7 @@ def test_a_symptom_top_cause_gets_its_usual_roots_after_the_evidence(path):
     jsonschema.validate(new, SCHEMA)
     text = render(new)
     assert "what usually lies behind the top cause" in text and text.count("Fix:") <= 1
+    assert "(score 0" not in text  # a typical root is not scored
 
 
 def test_a_root_cause_or_a_candidates_answer_gets_no_usual_roots():

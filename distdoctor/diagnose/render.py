@@ -53,8 +53,9 @@ def _also_consider(out: list[str], others: list[dict]) -> None:
         return
     out.append("Also consider (no fix proposed: confirm one in the logs first):")
     for c in others[:ALSO_SHOWN]:
-        out.append(f"  - {c['id']} — {c['title']}  (score {c['score']}; rests on: "
-                   f"{LEVEL_WORDS[c.get('level', 'words')]})")
+        level = c.get("level", "words")
+        score = "" if level == "typical" else f"score {c['score']}; "  # a typical root is not scored: nothing read
+        out.append(f"  - {c['id']} — {c['title']}  ({score}rests on: {LEVEL_WORDS[level]})")
         for e in c["evidence"][:1]:
             out.append(f"      {_where(e)}: {_clip(e['proves'], 150)}")
         out.append(f"      check: {_clip(c.get('check') or c['entry'], 220)}")
