@@ -95,7 +95,8 @@ def find_first_failure(builder: EventBuilder, nccl: NcclRanks | None = None) -> 
             per_rank: dict = {}
             for e in candidates:
                 per_rank.setdefault((e.first.src, e.rank), e)
-            alike = sum(1 for e in per_rank.values() if _signature(e) == sig) >= 2
+            copies = [e for e in per_rank.values() if _signature(e) == sig]
+            alike = len(copies) >= 2 and not _echo_between(first, copies[1], echoes, all_ts)
         else:  # unlabelled lines: copies of the same failure from several processes
             text = _blur(key.body)
             alike = sum(1 for e in candidates if e.rank is None for ln in e.lines if _blur(ln.body) == text) >= 2
@@ -126,6 +127,23 @@ def find_first_failure(builder: EventBuilder, nccl: NcclRanks | None = None) -> 
                     return FirstFailure(None, _with_rank(ln, rank), echoes, seen_by="peers")
     return FirstFailure(None, agent, echoes, seen_by="agent" if agent is not None else None)
 
+
+
+def _echo_between(first: Event, second: Event, echoes: list[Event], all_ts: bool) -> bool:
+    """Whether a rank reported a peer's death after the first copy of a failure and before the second: the job
+    was already coming down when the second rank failed the same way, so the first went first (two ranks that
+    fail alike close together). Ordered by time where the copies and the echo carry one, else by position in
+    one source (positions in different sources do not order anything)."""
+    for echo in echoes:
+        if echo.rank is not None and echo.rank in (first.rank, second.rank):
+            continue
+        if all_ts and None not in (first.ts, second.ts, echo.ts):
+            if first.ts < echo.ts < second.ts:
+                return True
+        elif first.first.src == second.first.src == echo.first.src and \
+                first.first.line < echo.first.line < second.first.line:
+            return True
+    return False
 
 
 def _missing(builder: EventBuilder, timed_out: list[int], echoed: set[int] = frozenset(),
