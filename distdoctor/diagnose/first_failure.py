@@ -59,7 +59,7 @@ def find_first_failure(builder: EventBuilder, nccl: NcclRanks | None = None) -> 
         echoed = set()
     agent = builder.agent_first(echoed)
     if candidates:
-        all_ts = all(e.ts is not None for e in candidates) and len({e.first.src for e in candidates}) > 1
+        all_ts = _timed(candidates)
         candidates.sort(key=lambda e: _order(e, all_ts))
         failed = [e for e in candidates if not e.is_timeout]
         if not failed:
@@ -96,7 +96,7 @@ def find_first_failure(builder: EventBuilder, nccl: NcclRanks | None = None) -> 
             for e in candidates:
                 per_rank.setdefault((e.first.src, e.rank), e)
             copies = [e for e in per_rank.values() if _signature(e) == sig]
-            alike = len(copies) >= 2 and not _echo_between(first, copies[1], echoes, all_ts)
+            alike = len(copies) >= 2 and not _went_first(first, copies, echoes, all_ts)
         else:  # unlabelled lines: copies of the same failure from several processes
             text = _blur(key.body)
             alike = sum(1 for e in candidates if e.rank is None for ln in e.lines if _blur(ln.body) == text) >= 2
@@ -129,21 +129,29 @@ def find_first_failure(builder: EventBuilder, nccl: NcclRanks | None = None) -> 
 
 
 
-def _echo_between(first: Event, second: Event, echoes: list[Event], all_ts: bool) -> bool:
-    """Whether a rank reported a peer's death after the first copy of a failure and before the second: the job
-    was already coming down when the second rank failed the same way, so the first went first (two ranks that
-    fail alike close together). Ordered by time where the copies and the echo carry one, else by position in
-    one source (positions in different sources do not order anything)."""
-    for echo in echoes:
-        if echo.rank is not None and echo.rank in (first.rank, second.rank):
-            continue
-        if all_ts and None not in (first.ts, second.ts, echo.ts):
-            if first.ts < echo.ts < second.ts:
-                return True
-        elif first.first.src == second.first.src == echo.first.src and \
-                first.first.line < echo.first.line < second.first.line:
-            return True
-    return False
+def _timed(events: list[Event]) -> bool:
+    """Whether times order these events: each carries one, all of one kind (a full date, glog's month and day, a
+    clock alone: kinds do not compare). Then time orders them across sources and inside one that joins several
+    ranks' files one after the other (`cat rank_*.log`), where position does not; in a console that is written
+    as it happens, time and position agree."""
+    if any(e.ts is None for e in events):
+        return False
+    return len({tuple(part == 0 for part in e.ts[:3]) for e in events}) == 1
+
+
+def _went_first(first: Event, copies: list[Event], echoes: list[Event], all_ts: bool) -> bool:
+    """Whether the first of several ranks that failed alike went first (two ranks failing close together) rather
+    than all failing as one. Yes where another rank reported a peer's death (the failure did not strike every
+    rank) and the first copy is earlier than the second by time, or, without times, where that report sits
+    between the two copies in one source: the job was already coming down when the second rank failed. By
+    position alone, copies in different sources (or in files joined without times) order nothing."""
+    second = copies[1]
+    alike = {e.rank for e in copies}
+    others = [e for e in echoes if e.rank is None or e.rank not in alike]
+    if all_ts:
+        return bool(others) and first.ts < second.ts
+    return any(first.first.src == second.first.src == echo.first.src
+               and first.first.line < echo.first.line < second.first.line for echo in others)
 
 
 def _missing(builder: EventBuilder, timed_out: list[int], echoed: set[int] = frozenset(),

@@ -44,9 +44,9 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     # a log collector's time in front of the line itself (kubectl logs --timestamps, cloud logging, CI runners):
     # 2024-05-01T12:00:00.123456789Z   File "...": one separator peeled, the line's own indentation kept
     ("time", _COLLECTOR_TIME := re.compile(r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]")),
-    # a clock without a date in front of the line: a logger's or a wrapper's [06:40:01] / 06:40:01.123, and
-    # moreutils `ts` (its default "Nov 27 06:40:01", or "%b %d %H:%M:%.S")
-    ("time", _CLOCK := re.compile(r"(?P<ts>\[\d\d:\d\d:\d\d(?:[.,]\d+)?\]|\d\d:\d\d:\d\d(?:[.,]\d+)?|"
+    # a clock without a date in front of the line: a logger's or a wrapper's [06:40:01] (in brackets: a bare
+    # "07:09:50 step" may be the line's own text), and moreutils `ts` ("Nov 27 06:40:01", "%b %d %H:%M:%.S")
+    ("time", _CLOCK := re.compile(r"(?P<ts>\[\d\d:\d\d:\d\d(?:[.,]\d+)?\]|"
                                  r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:[.,]\d+)?)[ \t]")),
     # kubectl logs --prefix: [pod/trainer-worker-0/pytorch]; docker compose: "trainer-1  | " (names a
     # container, not a rank: peeled only); a runner naming the process and its stream in front of each line

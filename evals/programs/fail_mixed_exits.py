@@ -6,7 +6,8 @@ on the other ranks only (as under `if rank != 3:`) while rank 3 stays busy; the 
 "3:leave:0": rank 3 leaves the loop early and ends cleanly; the others lose their peer mid all_reduce.
 "2:osexit:0": rank 2 calls os._exit(1) (no traceback); "2:oom:0": rank 2 asks for more memory than there is
 (torch's DefaultCPUAllocator error). --spawn N: start N ranks with torch.multiprocessing.spawn instead of a
-launcher (MASTER_ADDR/MASTER_PORT from the environment, default 127.0.0.1 and --port).
+launcher (MASTER_ADDR/MASTER_PORT from the environment, default 127.0.0.1 and --port). --progress: each rank
+redraws a progress line on stderr as tqdm does (carriage return, no newline).
 
 Expected cause: peer_died_first (the first failing rank is the plan's earliest entry; the ranks that
 are left only echo it).
@@ -34,6 +35,9 @@ def worker(spawned: int | None, args: argparse.Namespace) -> None:
     rank = dist.get_rank()
     for step in range(5):
         t = torch.randn(1024)
+        if args.progress:  # one shared terminal line redrawn by every rank: another rank's error lands mid-line
+            sys.stderr.write(f"\rrank {rank} train: {step}/5 steps")
+            sys.stderr.flush()
         if rank in plan and step == args.bad_step:
             how, delay = plan[rank]
             time.sleep(delay)
@@ -62,6 +66,8 @@ def main() -> None:
     parser.add_argument("--bad-step", type=int, default=2)
     parser.add_argument("--spawn", type=int, default=0, help="start this many ranks with mp.spawn")
     parser.add_argument("--port", default="29581")
+    parser.add_argument("--progress", action="store_true",
+                        help="each rank redraws a progress line on stderr (carriage return, no newline) as tqdm does")
     args = parser.parse_args()
     if not args.spawn:
         worker(None, args)
