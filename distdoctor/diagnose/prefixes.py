@@ -169,7 +169,9 @@ def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str, i
                     task = value
                 elif local is None:
                     local = value
-                if "ts" in rx.groupindex and m["ts"]:
+                if "ts" in rx.groupindex and m["ts"] and ts is None:
+                    # the outermost time: a collector's, on every line alike, orders lines; a program's own
+                    # time behind it is on some lines only
                     ts = parse_timestamp(m["ts"])
                 body, start = body[m.end():], 0
                 leading = leading and rx in _COLLECTORS
