@@ -183,7 +183,7 @@ def test_the_summary_quotes_the_ranks_own_traceback() -> None:
 
 
 # Two ranks that fail alike close together (the brief's "two ranks failing close together"): real logs of
-# evals/programs/fail_mixed_exits.py --plan 2:raise:0,1:raise:N, where rank 2 raised first.
+# evals/programs/fail_rank_shapes.py --plan 2:raise:0,1:raise:N, where rank 2 raised first.
 
 def test_two_ranks_failing_alike_with_an_echo_between_name_the_first():
     """--tee console: rank 2's ValueError, then a peer's 'Connection closed by peer', then rank 1's same ValueError:

@@ -585,57 +585,57 @@ CASES: list[Case] = [
                "does not list it); ranks 0-2 lose their peer inside all_reduce and only echo it: what the log "
                "shows is a peer that went away. Every failure listed is an echo and no line states the job's "
                "size: the log does not show which rank went first (torchrun still calls an echo root cause)."),
-    Case("gen_two_close_tee", "peer_died_first", "fail_mixed_exits.py", 2,
+    Case("gen_two_close_tee", "peer_died_first", "fail_rank_shapes.py", 2,
          expect=["[default2]:[rank2]: ValueError: bad batch", "[default1]:[rank1]: ValueError: bad batch", ECHO],
          nproc=4, script_args=["--plan", "2:raise:0,1:raise:1.5"], launcher_args=["--tee", "3", "--monitor-interval=3"],
          attempts=3,
          notes="two ranks fail alike close together: rank 2 raises ValueError, rank 1 the same 1.5 s later. A peer's "
                "'Connection closed by peer' echo comes between the two tracebacks: the job was already coming "
                "down when rank 1 failed, so rank 2 went first (not 'the same failure on every rank')."),
-    Case("gen_two_close_srun_ts", "peer_died_first", "fail_mixed_exits.py", 2,
+    Case("gen_two_close_srun_ts", "peer_died_first", "fail_rank_shapes.py", 2,
          expect=["[rank2]: ValueError: bad batch", "[rank1]: ValueError: bad batch"], nproc=4,
          script_args=["--plan", "2:raise:0,1:raise:0.4"], cmd=_srun_tasks_ts_files, timeout=90,
          notes="one Slurm task per rank, each task's output through moreutils `ts` into rank_%t.log, the files "
                "joined rank after rank: rank 1's traceback comes before rank 2's in the file, but `ts` says rank "
                "2 raised 0.4 s earlier. Time, not position, orders files joined one after the other."),
-    Case("gen_clock_prefix_raise2", "peer_died_first", "fail_mixed_exits.py", 2,
+    Case("gen_clock_prefix_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
          expect=["] [rank2]: ValueError: bad batch", ECHO], nproc=4, script_args=["--plan", "2:raise:0"],
          launcher_args=["--monitor-interval=1"], cmd=_piped(CLOCK_STAMP), attempts=3,
          notes="torchrun's output through a wrapper that puts the clock alone in brackets ([06:39:09]) in "
                "front of each line; rank 2 raises, the others echo."),
-    Case("gen_ts_pipe_kill3", "peer_died_first", "fail_mixed_exits.py", 3,
+    Case("gen_ts_pipe_kill3", "peer_died_first", "fail_rank_shapes.py", 3,
          expect=["(SIGKILL)", "[default0]:"], nproc=4, script_args=["--plan", "3:kill:0"],
          launcher_args=["--tee", "3", "--monitor-interval=1"], cmd=_piped("ts"), attempts=3,
          notes="torchrun --tee 3 piped through moreutils `ts` (its default 'Nov 27 06:40:07' stamp); rank 3 is "
                "killed (SIGKILL, as by the OOM killer) without a word; only torchrun's summary names it."),
-    Case("gen_spawn_raise2", "peer_died_first", "fail_mixed_exits.py", 2,
+    Case("gen_spawn_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
          expect=["ValueError: bad batch", "ProcessRaisedException"], nproc=4,
          script_args=["--spawn", "4", "--plan", "2:raise:0"], plain_python=True, attempts=3,
          notes="torch.multiprocessing.spawn starts 4 ranks (no torchrun, no summary): rank 2 raises, the "
                "parent re-raises it as ProcessRaisedException ('-- Process 2 terminated with the following "
                "error:')."),
-    Case("gen_launch_legacy_raise2", "peer_died_first", "fail_mixed_exits.py", 2,
+    Case("gen_launch_legacy_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
          expect=["torch.distributed.launch is deprecated", "ValueError: bad batch"], nproc=4,
          script_args=["--plan", "2:raise:0"], cmd=_legacy_launch, attempts=3,
          notes="the deprecated python -m torch.distributed.launch --use-env: its FutureWarning, then torchrun's "
                "output; rank 2 raises."),
-    Case("gen_progress_midline_raise2", "peer_died_first", "fail_mixed_exits.py", 2,
+    Case("gen_progress_midline_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
          expect=["\rrank ", "[rank2]: ValueError: bad batch"], nproc=4,
          script_args=["--plan", "2:raise:0", "--progress"], launcher_args=["--monitor-interval=1"],
          cmd=_piped("cat", raw=True), attempts=3,
          notes="every rank redraws one progress line on the shared stderr as tqdm does (carriage returns, no "
                "newline), so each rank's traceback starts in the middle of another rank's progress line. Kept "
                "byte for byte."),
-    Case("gen_crlf_tee_raise2", "peer_died_first", "fail_mixed_exits.py", 2,
+    Case("gen_crlf_tee_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
          expect=["\r\n", "[default2]:[rank2]: ValueError: bad batch"], nproc=4, script_args=["--plan", "2:raise:0"],
          launcher_args=["--tee", "3", "--monitor-interval=1"], cmd=_piped("sed 's/$/\\r/'", raw=True), attempts=3,
          notes="torchrun --tee 3 output with Windows line ends (CRLF, as a log saved on Windows); kept byte for byte."),
-    Case("gen_srun11_raise10", "peer_died_first", "fail_mixed_exits.py", 10,
+    Case("gen_srun11_raise10", "peer_died_first", "fail_rank_shapes.py", 10,
          expect=["10: [rank10]: ValueError: bad batch", " 0: "], nproc=11, script_args=["--plan", "10:raise:0"],
          cmd=_srun_many_tasks, timeout=120,
          notes="srun -n11 --label (one task per rank): srun pads its labels to two places (' 0: ' .. '10: '); "
                "rank 10 raises, the others echo, srun reports the exits."),
-    Case("gen_oom_alloc_rank1", "oom_one_rank", "fail_mixed_exits.py", 1,
+    Case("gen_oom_alloc_rank1", "oom_one_rank", "fail_rank_shapes.py", 1,
          expect=["[rank1]: RuntimeError: [enforce fail at alloc_cpu.cpp", ECHO], nproc=4,
          script_args=["--plan", "1:oom:0"], launcher_args=["--monitor-interval=1"], also=["peer_died_first"],
          attempts=3,
