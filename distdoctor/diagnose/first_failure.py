@@ -1,10 +1,12 @@
 """The first failure: the earliest error event that is not an echo of another rank's failure.
 
-Order is by time where every candidate has a timestamp (across per-rank files), else by position.
+Order is by time where every candidate has a timestamp of one kind (across per-rank files, and inside one
+file that joins several ranks' files, where position orders nothing), else by position.
 Echoes (peer closed/reset, the agent's SIGTERM, watchdog reports) are set aside; timeouts name a
 waiting rank, not a culprit (one rank's lone timeout is read by the cause once it is known: blame_awaited);
-the same failure on every rank means no rank went first; when no worker logged its own failure, the
-torchrun agent's summary (or NCCL's "closed by localRank N", a local rank) names the rank.
+the same failure on several ranks means no rank went first, unless another rank reported a peer's death
+before the second copy (by time, or between them in one console): then they failed one after the other;
+when no worker logged its own failure, the torchrun agent's summary (or NCCL's "closed by localRank N", a local rank) names the rank.
 """
 
 from __future__ import annotations

@@ -216,8 +216,8 @@ def _two_c10d_nodes(case: Case) -> list[str]:
 
 
 def _piped(stage: str, raw: bool = False) -> Callable[[Case], list[str]]:
-    """torchrun (or the case's own launcher command) with its combined output piped through `stage`, as a log
-    collector, a wrapper or a user's shell puts it in front of each line; `raw`: the log is kept byte for byte."""
+    """torchrun with its combined output piped through `stage`, as a log collector, a wrapper or a user's shell
+    puts something in front of each line (`ts` needs moreutils); `raw`: the log is kept byte for byte."""
     def cmd(case: Case) -> list[str]:
         inner = shlex.join(_default_cmd(case))
         out = f" > {RAW_MARK}" if raw else ""
@@ -238,7 +238,8 @@ def _legacy_launch(case: Case) -> list[str]:
 
 def _srun_tasks_ts_files(case: Case) -> list[str]:
     """`srun -n N -O -o <dir>/rank_%t.log` with one task per rank (env:// from Slurm's ids), each task's output
-    piped through moreutils `ts` into its own file; the log is those files joined with `cat`, rank after rank."""
+    piped through moreutils `ts` into its own file; the log is those files joined with `cat`, rank after rank.
+    Needs Slurm (as _srun_torchrun) and moreutils (apt-get install moreutils)."""
     port = str(_free_port())
     out = "/tmp/distdoctor-srun-ts"
     inner = (f"export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS MASTER_ADDR=127.0.0.1 "
