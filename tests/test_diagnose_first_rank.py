@@ -180,3 +180,51 @@ def test_the_summary_quotes_the_ranks_own_traceback() -> None:
           "[rank304]: ValueError: bad shard\n"
     first = diagnose_text(own + text)["first_failure"]
     assert first["rank"] == 304 and "ValueError: bad shard" in first["text"], first
+
+
+# Two ranks that fail alike close together (the brief's "two ranks failing close together"): real logs of
+# evals/programs/fail_rank_shapes.py --plan 2:raise:0,1:raise:N, where rank 2 raised first.
+
+def test_two_ranks_failing_alike_with_an_echo_between_name_the_first():
+    """--tee console: rank 2's ValueError, then a peer's 'Connection closed by peer', then rank 1's same ValueError:
+    the job was already coming down when rank 1 failed. Not 'the same failure on every rank'."""
+    ff = diagnose_paths([str(LOGS / "gen_two_close_tee.log")])["first_failure"]
+    assert ff["rank"] == 2 and "ValueError: bad batch" in ff["text"], ff
+
+
+def test_two_ranks_failing_alike_are_one_failure_without_an_echo_between():
+    """The same console without the echoes (only the two ranks' own tracebacks and the agent's lines): nothing
+    orders the two copies but their print order, so no rank is named (never rank 1)."""
+    text = (LOGS / "gen_two_close_tee.log").read_text(encoding="utf-8")
+    cut = "\n".join(ln for ln in text.splitlines() if not ln.startswith(("[default0]:", "[default3]:")))
+    ff = diagnose_text(cut)["first_failure"]
+    assert ff["rank"] is None and "ValueError: bad batch" in ff["text"], ff
+
+
+def test_rank_files_joined_with_their_times_are_ordered_by_time():
+    """srun tasks' files (rank_%t.log, each line through moreutils ts) joined rank after rank: rank 1's copy comes
+    first in the file, ts says rank 2 raised 0.4 s earlier."""
+    text = (LOGS / "gen_two_close_srun_ts.log").read_text(encoding="utf-8")
+    assert text.index("[rank1]: ValueError") < text.index("[rank2]: ValueError")
+    ff = diagnose_text(text)["first_failure"]
+    assert ff["rank"] == 2 and "[rank2]: ValueError" in ff["text"], ff
+
+
+def test_rank_files_joined_without_times_name_no_rank():
+    """The same files with ts's stamps taken off: positions in joined files order nothing: no rank, never 1."""
+    text = (LOGS / "gen_two_close_srun_ts.log").read_text(encoding="utf-8")
+    bare = "\n".join(ln.split(" ", 2)[2] if ln[:4].isdigit() else ln for ln in text.splitlines())
+    assert "[rank1]: ValueError" in bare and "2026-" not in bare
+    ff = diagnose_text(bare)["first_failure"]
+    assert ff["rank"] is None and "ValueError: bad batch" in ff["text"], ff
+
+
+@pytest.mark.parametrize("name,rank", [("gen_clock_prefix_raise2", 2), ("gen_ts_pipe_kill3", 3),
+                                       ("gen_spawn_raise2", 2), ("gen_launch_legacy_raise2", 2),
+                                       ("gen_progress_midline_raise2", 2), ("gen_crlf_tee_raise2", 2),
+                                       ("gen_srun11_raise10", 10), ("gen_oom_alloc_rank1", 1)])
+def test_first_rank_in_the_shapes_a_log_arrives_in(name, rank):
+    """Real logs (tests/data/logs/<name>.meta.yaml says how each was made); the raw ones (progress redraws, CRLF)
+    are read as bytes, as a file is."""
+    ff = diagnose_paths([str(LOGS / f"{name}.log")])["first_failure"]
+    assert ff["rank"] == rank, ff

@@ -32,6 +32,10 @@ LOGS = ROOT / "tests" / "data" / "logs"
     ("RuntimeError: plain", None, "RuntimeError: plain"),
     ("E1123 07:09:50.991000 10364 api.py:1002] failed", None, "E1123 07:09:50.991000 10364 api.py:1002] failed"),
     ("07:09:50 step", None, "07:09:50 step"),
+    # a wrapper's bracketed clock and moreutils ts (tests/data/logs/gen_clock_prefix_raise2, gen_ts_pipe_kill3)
+    ("[06:56:16] [rank2]: ValueError: x", 2, " ValueError: x"),
+    ("Nov 27 06:56:31 [default3]:hello", 3, "hello"),
+    ("Nov  7 06:56:31.104577 1: [rank1]: x", 1, " x"),
     ("2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: x", 3, " torch.OutOfMemoryError: x"),
     # TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:" (tests/data/logs/gen_exit_code_rank2_prefix.log)
     ("[2]:rank 2: giving up at step 2", 2, "rank 2: giving up at step 2"),
@@ -76,6 +80,10 @@ def test_rank_prefixes(line, rank, body):
     ("[03/17/23 20:03:12] INFO x", (2023, 3, 17, 20, 3, 12, 0.0)),
     ("Thu Aug 29 16:41:02 2019 x", (2019, 8, 29, 16, 41, 2, 0.0)),
     ("ERROR 07-13 10:41:52 [core.py:588] x", (0, 7, 13, 10, 41, 52, 0.0)),
+    # a prefix's clock alone (the day unknown) and moreutils ts's stamp (no year)
+    ("[06:56:16]", (0, 0, 0, 6, 56, 16, 0.0)),
+    ("Nov 27 06:56:31.104577", (0, 11, 27, 6, 56, 31, 0.104577)),
+    ("12:00:01 is not a prefix's clock when text follows", None),
     ("no time here", None),
 ])
 def test_timestamps(text, expected):

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from distdoctor import knowledge, paths
+from distdoctor.diagnose.prefixes import split_prefix
 
 LOGS = paths.ROOT / "tests" / "data" / "logs"
 FIELD_REPORTS = paths.SHARED / "field-reports"
@@ -147,7 +148,9 @@ FRAME = re.compile(r'File "[^"]*/(evals/programs/fail_\w+\.py)", line (\d+), in 
 
 
 def _code(line: str) -> str:
-    return re.sub(r"^(?:\d+: )?(\[\w+\]:)+", "", line).strip()  # srun --label's "1: ", torchrun's and torch's prefixes
+    """The line without what launchers and collectors put in front (srun's label, torchrun's and torch's
+    prefixes, a clock, `ts`'s stamp): the diagnosis's own prefix reader."""
+    return split_prefix(line.rstrip("\r"))[2].strip()
 
 
 def test_generated_logs_are_fresh() -> None:

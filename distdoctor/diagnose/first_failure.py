@@ -1,10 +1,12 @@
 """The first failure: the earliest error event that is not an echo of another rank's failure.
 
-Order is by time where every candidate has a timestamp (across per-rank files), else by position.
+Order is by time where every candidate has a timestamp of one kind (across per-rank files, and inside one
+file that joins several ranks' files, where position orders nothing), else by position.
 Echoes (peer closed/reset, the agent's SIGTERM, watchdog reports) are set aside; timeouts name a
 waiting rank, not a culprit (one rank's lone timeout is read by the cause once it is known: blame_awaited);
-the same failure on every rank means no rank went first; when no worker logged its own failure, the
-torchrun agent's summary (or NCCL's "closed by localRank N", a local rank) names the rank.
+the same failure on several ranks means no rank went first, unless another rank reported a peer's death
+before the second copy (by time, or between them in one console): then they failed one after the other;
+when no worker logged its own failure, the torchrun agent's summary (or NCCL's "closed by localRank N", a local rank) names the rank.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def find_first_failure(builder: EventBuilder, nccl: NcclRanks | None = None) -> 
         echoed = set()
     agent = builder.agent_first(echoed)
     if candidates:
-        all_ts = all(e.ts is not None for e in candidates) and len({e.first.src for e in candidates}) > 1
+        all_ts = _timed(candidates)
         candidates.sort(key=lambda e: _order(e, all_ts))
         failed = [e for e in candidates if not e.is_timeout]
         if not failed:
@@ -95,7 +97,8 @@ def find_first_failure(builder: EventBuilder, nccl: NcclRanks | None = None) -> 
             per_rank: dict = {}
             for e in candidates:
                 per_rank.setdefault((e.first.src, e.rank), e)
-            alike = sum(1 for e in per_rank.values() if _signature(e) == sig) >= 2
+            copies = [e for e in per_rank.values() if _signature(e) == sig]
+            alike = len(copies) >= 2 and not _went_first(first, copies, echoes, all_ts)
         else:  # unlabelled lines: copies of the same failure from several processes
             text = _blur(key.body)
             alike = sum(1 for e in candidates if e.rank is None for ln in e.lines if _blur(ln.body) == text) >= 2
@@ -126,6 +129,31 @@ def find_first_failure(builder: EventBuilder, nccl: NcclRanks | None = None) -> 
                     return FirstFailure(None, _with_rank(ln, rank), echoes, seen_by="peers")
     return FirstFailure(None, agent, echoes, seen_by="agent" if agent is not None else None)
 
+
+
+def _timed(events: list[Event]) -> bool:
+    """Whether times order these events: each carries one, all of one kind (a full date, glog's month and day, a
+    clock alone: kinds do not compare). Then time orders them across sources and inside one that joins several
+    ranks' files one after the other (`cat rank_*.log`), where position does not; in a console that is written
+    as it happens, time and position agree."""
+    if any(e.ts is None for e in events):
+        return False
+    return len({tuple(part == 0 for part in e.ts[:3]) for e in events}) == 1
+
+
+def _went_first(first: Event, copies: list[Event], echoes: list[Event], all_ts: bool) -> bool:
+    """Whether the first of several ranks that failed alike went first (two ranks failing close together) rather
+    than all failing as one. Yes where another rank reported a peer's death (the failure did not strike every
+    rank) and the first copy is earlier than the second by time, or, without times, where that report sits
+    between the two copies in one source: the job was already coming down when the second rank failed. By
+    position alone, copies in different sources (or in files joined without times) order nothing."""
+    second = copies[1]
+    alike = {e.rank for e in copies}
+    others = [e for e in echoes if e.rank is None or e.rank not in alike]
+    if all_ts:
+        return bool(others) and first.ts < second.ts
+    return any(first.first.src == second.first.src == echo.first.src
+               and first.first.line < echo.first.line < second.first.line for echo in others)
 
 
 def _missing(builder: EventBuilder, timed_out: list[int], echoed: set[int] = frozenset(),

@@ -44,6 +44,10 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     # a log collector's time in front of the line itself (kubectl logs --timestamps, cloud logging, CI runners):
     # 2024-05-01T12:00:00.123456789Z   File "...": one separator peeled, the line's own indentation kept
     ("time", _COLLECTOR_TIME := re.compile(r"\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]")),
+    # a clock without a date in front of the line: a logger's or a wrapper's [06:40:01] (in brackets: a bare
+    # "07:09:50 step" may be the line's own text), and moreutils `ts` ("Nov 27 06:40:01", "%b %d %H:%M:%.S")
+    ("time", _CLOCK := re.compile(r"(?P<ts>\[\d\d:\d\d:\d\d(?:[.,]\d+)?\]|"
+                                 r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:[.,]\d+)?)[ \t]")),
     # kubectl logs --prefix: [pod/trainer-worker-0/pytorch]; docker compose: "trainer-1  | " (names a
     # container, not a rank: peeled only); a runner naming the process and its stream in front of each line
     # (milabench: "diffusion-nodes.cn-n001.server.nolog [stderr] ")
@@ -61,7 +65,7 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 _FIRST_ONLY = {_PREFIXES[-1][1], _PREFIXES[-2][1]}  # srun and host:rank labels lead the line
-_COLLECTORS = {_COLLECTOR_TIME, _CONTAINER, _RAY}  # put in front of the whole line by whatever ran or kept the process
+_COLLECTORS = {_COLLECTOR_TIME, _CLOCK, _CONTAINER, _RAY}  # put in front of the whole line by whatever ran or kept the process
 
 _TIMESTAMPS: list[tuple[str, re.Pattern[str]]] = [
     # glog: E1123 07:09:50.991000 or [E1123 07:12:03.210760729 ...]
@@ -72,6 +76,10 @@ _TIMESTAMPS: list[tuple[str, re.Pattern[str]]] = [
     ("mdy", re.compile(r"(?P<mo>\d\d)/(?P<d>\d\d)/(?P<y>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)")),
     # ctime: Thu Aug 29 16:41:02 2019
     ("ctime", re.compile(r"[A-Z][a-z]{2} (?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d) (?P<y>\d{4})")),
+    # a clock alone (a collector's [06:40:01] / 06:40:01.123) and moreutils ts's "Nov 27 06:40:01[.123456]": the
+    # day is unknown (0), the order within one log holds
+    ("clock", re.compile(r"\[?(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))?\]?$")),
+    ("syslog", re.compile(r"(?P<mon>[A-Z][a-z]{2}) +(?P<d>\d{1,2}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)(?:[.,](?P<f>\d+))?$")),
     # vllm-style: 07-13 10:41:52
     ("md", re.compile(r"(?<![\d-])(?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)")),
 ]
@@ -161,7 +169,9 @@ def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str, i
                     task = value
                 elif local is None:
                     local = value
-                if "ts" in rx.groupindex and m["ts"]:
+                if "ts" in rx.groupindex and m["ts"] and ts is None:
+                    # the outermost time: a collector's, on every line alike, orders lines; a program's own
+                    # time behind it is on some lines only
                     ts = parse_timestamp(m["ts"])
                 body, start = body[m.end():], 0
                 leading = leading and rx in _COLLECTORS
@@ -175,16 +185,16 @@ def parse_timestamp(text: str) -> tuple | None:
     """A sortable timestamp (year, month, day, h, m, s, fraction) from the start of a line body."""
     head = text[:80]
     for kind, rx in _TIMESTAMPS:
-        m = rx.match(head) if kind == "glog" else rx.search(head)
+        m = rx.match(head) if kind in ("glog", "clock", "syslog") else rx.search(head)
         if not m:
             continue
         g = m.groupdict()
         year = int(g.get("y") or 0)
         if kind == "mdy":
             year += 2000
-        month = _MONTHS.get(g["mon"], 0) if kind == "ctime" else int(g["mo"])
+        month = _MONTHS.get(g["mon"], 0) if kind in ("ctime", "syslog") else int(g.get("mo") or 0)
         frac = float("0." + g["f"]) if g.get("f") else 0.0
-        return (year, month, int(g["d"]), int(g["h"]), int(g["mi"]), int(g["s"]), frac)
+        return (year, month, int(g.get("d") or 0), int(g["h"]), int(g["mi"]), int(g["s"]), frac)
     return None
 
 

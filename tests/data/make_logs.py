@@ -151,6 +151,7 @@ def _torchrun_node1_of_two(case: Case) -> list[str]:
 
 
 LOGDIR_MARK = "@LOGDIR@"  # where a custom command puts torchrun's --log-dir (produce() fills it in)
+RAW_MARK = "@RAWOUT@"  # a custom command that writes its log there itself: kept byte for byte (\r, CRLF)
 
 
 def _two_nodes_c10d_logdir(case: Case) -> list[str]:
@@ -214,6 +215,48 @@ def _two_c10d_nodes(case: Case) -> list[str]:
     return ["bash", "-c", f"{node(0)} & sleep 3; {node(1)}; wait"]
 
 
+def _piped(stage: str, raw: bool = False) -> Callable[[Case], list[str]]:
+    """torchrun with its combined output piped through `stage`, as a log collector, a wrapper or a user's shell
+    puts something in front of each line (`ts` needs moreutils); `raw`: the log is kept byte for byte."""
+    def cmd(case: Case) -> list[str]:
+        inner = shlex.join(_default_cmd(case))
+        out = f" > {RAW_MARK}" if raw else ""
+        return ["bash", "-c", f"set -o pipefail; ({inner}) 2>&1 | {stage}{out}"]
+    return cmd
+
+
+# a wrapper that puts the wall clock in front of each line it passes on: [06:40:01] ...
+CLOCK_STAMP = (f"{shlex.quote(sys.executable)} -u -c \"import sys, datetime\n"
+               f"for l in sys.stdin: print(datetime.datetime.now().strftime('[%H:%M:%S]'), l, end='')\"")
+
+
+def _legacy_launch(case: Case) -> list[str]:
+    """The deprecated `python -m torch.distributed.launch --use-env` (torchrun under another name)."""
+    return [sys.executable, "-m", "torch.distributed.launch", "--use-env", f"--nproc_per_node={case.nproc}",
+            *case.launcher_args, f"{PROGRAMS}/{case.program}", *case.script_args]
+
+
+def _srun_tasks_ts_files(case: Case) -> list[str]:
+    """`srun -n N -O -o <dir>/rank_%t.log` with one task per rank (env:// from Slurm's ids), each task's output
+    piped through moreutils `ts` into its own file; the log is those files joined with `cat`, rank after rank.
+    Needs Slurm (as _srun_torchrun) and moreutils (apt-get install moreutils)."""
+    port = str(_free_port())
+    out = "/tmp/distdoctor-srun-ts"
+    inner = (f"export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS MASTER_ADDR=127.0.0.1 "
+             f"MASTER_PORT={port}; {shlex.join([sys.executable, f'{PROGRAMS}/{case.program}', *case.script_args])}"
+             f" 2>&1 | ts '%Y-%m-%d %H:%M:%.S'")
+    return ["bash", "-c", f"rm -rf {out}; mkdir -p {out}; srun -n{case.nproc} -O -o {out}/rank_%t.log "
+                          f"{shlex.join(['bash', '-c', inner])}; cat {out}/rank_*.log"]
+
+
+def _srun_many_tasks(case: Case) -> list[str]:
+    """`srun -n N -O --label` with one task per rank on one node (-O: more tasks than CPUs); N > 10 pads labels."""
+    port = str(_free_port())
+    inner = (f"export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS MASTER_ADDR=127.0.0.1 "
+             f"MASTER_PORT={port}; exec {shlex.join([sys.executable, f'{PROGRAMS}/{case.program}', *case.script_args])}")
+    return ["srun", f"-n{case.nproc}", "-O", "--label", "--kill-on-bad-exit=1", "bash", "-c", inner]
+
+
 def _low_fd_limit(case: Case) -> list[str]:
     """torchrun under `ulimit -n 128`."""
     return with_open_files_limit(_default_cmd(case), 128)
@@ -271,11 +314,17 @@ def produce(case: Case) -> tuple[bool, str]:
         else:
             i = cmd.index(f"{PROGRAMS}/{case.program}")
             cmd = cmd[:i] + ["--log-dir", str(logdir), "--redirects", "3"] + cmd[i:]
+    raw = None
+    if any(RAW_MARK in w for w in cmd):  # run()'s text mode would turn \r and \r\n into \n
+        raw = Path(tempfile.mkdtemp(prefix="distdoctor-raw-")) / "out.log"
+        cmd = [w.replace(RAW_MARK, str(raw)) for w in cmd]
     started = time.monotonic()
     for _ in range(case.attempts):
         setup = case.setup(case) if case.setup else contextlib.nullcontext()
         with setup:
             result: RunResult = run(cmd, timeout=case.timeout, cwd=ROOT, env=env)
+        if raw is not None:
+            result.output = raw.read_bytes().decode("utf-8", "replace")
         missing = [s for s in case.expect if s not in result.output]
         if not missing:
             break
@@ -286,10 +335,16 @@ def produce(case: Case) -> tuple[bool, str]:
         tail = "\n".join(result.output.splitlines()[-15:])
         return False, f"{case.name}: output lacks {missing!r} (rc={result.returncode}); tail:\n{tail}"
     shown = _shown(cmd, env)
+    if raw is not None:
+        shown = shown.replace(str(raw), "OUT.log")
+        shutil.rmtree(raw.parent, ignore_errors=True)
     if logdir:
         shown = shown.replace(str(logdir), "LOGDIR")
         _copy_rank_files(logdir, LOGS / f"{case.name}.d")
-    _write_atomic(LOGS / f"{case.name}.log", result.output)
+    if raw is not None:
+        (LOGS / f"{case.name}.log").write_bytes(result.output.encode("utf-8"))
+    else:
+        _write_atomic(LOGS / f"{case.name}.log", result.output)
     _write_atomic(LOGS / f"{case.name}.meta.yaml",
                   yaml.safe_dump(_meta(case, shown), sort_keys=False, allow_unicode=True, width=100))
     state = "timed out" if result.timed_out else f"rc={result.returncode}"
@@ -531,6 +586,62 @@ CASES: list[Case] = [
                "does not list it); ranks 0-2 lose their peer inside all_reduce and only echo it: what the log "
                "shows is a peer that went away. Every failure listed is an echo and no line states the job's "
                "size: the log does not show which rank went first (torchrun still calls an echo root cause)."),
+    Case("gen_two_close_tee", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["[default2]:[rank2]: ValueError: bad batch", "[default1]:[rank1]: ValueError: bad batch", ECHO],
+         nproc=4, script_args=["--plan", "2:raise:0,1:raise:1.5"], launcher_args=["--tee", "3", "--monitor-interval=3"],
+         attempts=3,
+         notes="two ranks fail alike close together: rank 2 raises ValueError, rank 1 the same 1.5 s later. A peer's "
+               "'Connection closed by peer' echo comes between the two tracebacks: the job was already coming "
+               "down when rank 1 failed, so rank 2 went first (not 'the same failure on every rank')."),
+    Case("gen_two_close_srun_ts", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["[rank2]: ValueError: bad batch", "[rank1]: ValueError: bad batch"], nproc=4,
+         script_args=["--plan", "2:raise:0,1:raise:0.4"], cmd=_srun_tasks_ts_files, timeout=90,
+         notes="one Slurm task per rank, each task's output through moreutils `ts` into rank_%t.log, the files "
+               "joined rank after rank: rank 1's traceback comes before rank 2's in the file, but `ts` says rank "
+               "2 raised 0.4 s earlier. Time, not position, orders files joined one after the other."),
+    Case("gen_clock_prefix_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["] [rank2]: ValueError: bad batch", ECHO], nproc=4, script_args=["--plan", "2:raise:0"],
+         launcher_args=["--monitor-interval=1"], cmd=_piped(CLOCK_STAMP), attempts=3,
+         notes="torchrun's output through a wrapper that puts the clock alone in brackets ([06:39:09]) in "
+               "front of each line; rank 2 raises, the others echo."),
+    Case("gen_ts_pipe_kill3", "peer_died_first", "fail_rank_shapes.py", 3,
+         expect=["(SIGKILL)", "[default0]:"], nproc=4, script_args=["--plan", "3:kill:0"],
+         launcher_args=["--tee", "3", "--monitor-interval=1"], cmd=_piped("ts"), attempts=3,
+         notes="torchrun --tee 3 piped through moreutils `ts` (its default 'Nov 27 06:40:07' stamp); rank 3 is "
+               "killed (SIGKILL, as by the OOM killer) without a word; only torchrun's summary names it."),
+    Case("gen_spawn_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["ValueError: bad batch", "ProcessRaisedException"], nproc=4,
+         script_args=["--spawn", "4", "--plan", "2:raise:0"], plain_python=True, attempts=3,
+         notes="torch.multiprocessing.spawn starts 4 ranks (no torchrun, no summary): rank 2 raises, the "
+               "parent re-raises it as ProcessRaisedException ('-- Process 2 terminated with the following "
+               "error:')."),
+    Case("gen_launch_legacy_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["torch.distributed.launch is deprecated", "ValueError: bad batch"], nproc=4,
+         script_args=["--plan", "2:raise:0"], cmd=_legacy_launch, attempts=3,
+         notes="the deprecated python -m torch.distributed.launch --use-env: its FutureWarning, then torchrun's "
+               "output; rank 2 raises."),
+    Case("gen_progress_midline_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["\rrank ", "[rank2]: ValueError: bad batch"], nproc=4,
+         script_args=["--plan", "2:raise:0", "--progress"], launcher_args=["--monitor-interval=1"],
+         cmd=_piped("cat", raw=True), attempts=3,
+         notes="every rank redraws one progress line on the shared stderr as tqdm does (carriage returns, no "
+               "newline), so each rank's traceback starts in the middle of another rank's progress line. Kept "
+               "byte for byte."),
+    Case("gen_crlf_tee_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["\r\n", "[default2]:[rank2]: ValueError: bad batch"], nproc=4, script_args=["--plan", "2:raise:0"],
+         launcher_args=["--tee", "3", "--monitor-interval=1"], cmd=_piped("sed 's/$/\\r/'", raw=True), attempts=3,
+         notes="torchrun --tee 3 output with Windows line ends (CRLF, as a log saved on Windows); kept byte for byte."),
+    Case("gen_srun11_raise10", "peer_died_first", "fail_rank_shapes.py", 10,
+         expect=["10: [rank10]: ValueError: bad batch", " 0: "], nproc=11, script_args=["--plan", "10:raise:0"],
+         cmd=_srun_many_tasks, timeout=120,
+         notes="srun -n11 --label (one task per rank): srun pads its labels to two places (' 0: ' .. '10: '); "
+               "rank 10 raises, the others echo, srun reports the exits."),
+    Case("gen_oom_alloc_rank1", "oom_one_rank", "fail_rank_shapes.py", 1,
+         expect=["[rank1]: RuntimeError: [enforce fail at alloc_cpu.cpp", ECHO], nproc=4,
+         script_args=["--plan", "1:oom:0"], launcher_args=["--monitor-interval=1"], also=["peer_died_first"],
+         attempts=3,
+         notes="rank 1 alone asks for more memory than the machine has (64 TiB): torch's DefaultCPUAllocator "
+               "refuses; the others echo its death."),
     Case("gen_oom_rank0_cpu", "oom_one_rank", "fail_oom_rank0.py", 0,
          expect=["DefaultCPUAllocator: can't allocate memory"], also=["peer_died_first"],
          notes="each rank is capped at 3 GiB of address space (RLIMIT_AS, like a container limit); rank 0 "
