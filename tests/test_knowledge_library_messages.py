@@ -1,0 +1,39 @@
+"""Signatures for the messages the libraries around distributed training print (NCCL, PyTorch Lightning, Accelerate,
+DeepSpeed, torchelastic, Horovod). Each template is the message as the library's source builds it (the file is named);
+its varying fields are filled the ways a run fills them (hosts, ports, sizes, errno text, log prefixes), and the
+diagnosis must name the cause from the signature, confidently, whatever the fillings. The real printed lines are
+quoted, with their thread, in the knowledge-base entries (the validator checks that each signature matches one)."""
+
+from __future__ import annotations
+
+import pytest
+
+from distdoctor.diagnose import diagnose_text
+
+# (library and source file, template with {} fields, fillings, cause)
+CASES = [
+    ("lightning: fabric/strategies/launchers/multiprocessing.py",
+     "RuntimeError: Lightning can't create new processes if CUDA is already initialized. Did you manually call "
+     "`torch.cuda.*` functions, have moved the model to the device, or allocated memory on the GPU any other way? "
+     "Please remove any such calls, or change the selected strategy.{}",
+     [[""], [" You will have to restart the Python kernel."]], "cuda_init_before_fork"),
+    ("accelerate: src/accelerate/launchers.py (notebook_launcher)",
+     "{}ValueError: To launch a multi-GPU training from your notebook, you need to avoid running any instruction "
+     "using `torch.cuda` in any cell. Restart your notebook and make sure no cells use any CUDA function.",
+     [[""], ["[rank0]: "]], "cuda_init_before_fork"),
+    ("nccl: src/os/linux.cc (ncclShmOpen)",
+     "{}:{}:{} [{}] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-{} to {} bytes{}",
+     [["gpu-node-3", "4410", "4502", "1", "a8ZkQ2", "33030148", ", error: No space left on device (28)"],
+      ["worker0", "77", "90", "7", "Xy1bcD", "9637892", ""]], "shm_too_small"),
+]
+
+
+@pytest.mark.parametrize("where, template, fills, cause", CASES, ids=[c[3] + ":" + c[0].split(":")[0] for c in CASES])
+def test_library_message_names_its_cause(where, template, fills, cause):
+    for values in fills:
+        assert template.count("{}") == len(values), (where, values)
+        parts = template.split("{}")
+        line = "".join(p + v for p, v in zip(parts, values + [""]))
+        r = diagnose_text(line)
+        assert [c["id"] for c in r["causes"]][:1] == [cause], (line, [c["id"] for c in r["causes"]][:3])
+        assert r["verdict"] == "confident" and r["causes"][0]["level"] == "signature", (line, r["verdict"])
