@@ -1,7 +1,8 @@
 """Signatures for the messages the libraries around distributed training print (NCCL, PyTorch Lightning, Accelerate,
 DeepSpeed, torchelastic, Horovod). Each template is the message as the library's source builds it (the file is named);
 its varying fields are filled the ways a run fills them (hosts, ports, sizes, errno text, log prefixes), and the
-diagnosis must name the cause from the signature, confidently, whatever the fillings. The real printed lines are
+diagnosis must name the cause from the signature, confidently, whatever the fillings (an echo, a message that only
+reports another rank's failure, names it first among candidates: the cause is that rank's own error). The real printed lines are
 quoted, with their thread, in the knowledge-base entries (the validator checks that each signature matches one)."""
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ CASES = [
       ["worker0", "77", "90", "7", "Xy1bcD", "9637892", ""]], "shm_too_small"),
 ]
 
+# echoes: (library and source file, template, fillings, cause)
+ECHOES = [
+    ("horovod: horovod/common/operations.cc (SHUT_DOWN_ERROR)",
+     "{}Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to allreduce, "
+     "allgather or broadcast a tensor after one of the ranks finished execution. If the shutdown was caused by an "
+     "exception, you should see the exception in the log before the first shutdown message.",
+     [["[1,3]<stderr>:"], ["tensorflow.python.framework.errors_impl.UnknownError: "], [""]], "peer_died_first"),
+]
+
 
 @pytest.mark.parametrize("where, template, fills, cause", CASES, ids=[c[3] + ":" + c[0].split(":")[0] for c in CASES])
 def test_library_message_names_its_cause(where, template, fills, cause):
@@ -37,3 +47,12 @@ def test_library_message_names_its_cause(where, template, fills, cause):
         r = diagnose_text(line)
         assert [c["id"] for c in r["causes"]][:1] == [cause], (line, [c["id"] for c in r["causes"]][:3])
         assert r["verdict"] == "confident" and r["causes"][0]["level"] == "signature", (line, r["verdict"])
+
+
+@pytest.mark.parametrize("where, template, fills, cause", ECHOES, ids=[c[3] + ":" + c[0].split(":")[0] for c in ECHOES])
+def test_library_echo_names_its_cause_as_a_candidate(where, template, fills, cause):
+    for values in fills:
+        line = "".join(p + v for p, v in zip(template.split("{}"), values + [""]))
+        r = diagnose_text(line)
+        assert [c["id"] for c in r["causes"]][:1] == [cause], (line, [c["id"] for c in r["causes"]][:3])
+        assert r["verdict"] != "confident", (line, r["verdict"])  # an echo alone does not prove the cause
