@@ -26,6 +26,12 @@ CASES = [
      "{}:{}:{} [{}] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-{} to {} bytes{}",
      [["gpu-node-3", "4410", "4502", "1", "a8ZkQ2", "33030148", ", error: No space left on device (28)"],
       ["worker0", "77", "90", "7", "Xy1bcD", "9637892", ""]], "shm_too_small"),
+    ("accelerate: src/accelerate/accelerator.py (_prepare_deepspeed)",
+     "ValueError: When using DeepSpeed{} `accelerate.prepare()` requires you to pass at least one of training or "
+     "evaluation dataloaders{} or alternatively set an integer value in `train_micro_batch_size_per_gpu` in the "
+     "deepspeed config file or assign integer value to "
+     "`AcceleratorState().deepspeed_plugin.deepspeed_config['train_micro_batch_size_per_gpu']`.",
+     [["", ""], [",", " with `batch_size` attribute returning an integer value"]], "deepspeed_batch_config"),
 ]
 
 # echoes: (library and source file, template, fillings, cause)
