@@ -41,6 +41,9 @@ ECHOES = [
      "allgather or broadcast a tensor after one of the ranks finished execution. If the shutdown was caused by an "
      "exception, you should see the exception in the log before the first shutdown message.",
      [["[1,3]<stderr>:"], ["tensorflow.python.framework.errors_impl.UnknownError: "], [""]], "peer_died_first"),
+    ("torchelastic: torch/distributed/elastic/rendezvous/dynamic_rendezvous.py (a closed rendezvous)",
+     "{}torch.distributed.elastic.rendezvous.api.RendezvousClosedError{}",
+     [["", ""], ["[rank3]: ", ": "]], "peer_died_first"),
 ]
 
 
