@@ -32,6 +32,11 @@ CASES = [
      "deepspeed config file or assign integer value to "
      "`AcceleratorState().deepspeed_plugin.deepspeed_config['train_micro_batch_size_per_gpu']`.",
      [["", ""], [",", " with `batch_size` attribute returning an integer value"]], "deepspeed_batch_config"),
+    ("deepspeed: deepspeed/launcher/launch.py (sigkill_handler)",
+     "[{}] [ERROR] [launch.py:{}:sigkill_handler] ['{}', '-u', '{}', '--local_rank={}'{}] exits with return code = -9",
+     [["2024-02-01 09:00:01,123", "321", "/usr/bin/python3", "train.py", "0", ""],
+      ["2023-05-15 13:14:32,960", "434", "/opt/conda/bin/python", "main.py", "3", ", '--deepspeed', 'ds.json'"]],
+     "oom_one_rank"),
 ]
 
 # echoes: (library and source file, template, fillings, cause)
@@ -44,6 +49,9 @@ ECHOES = [
     ("torchelastic: torch/distributed/elastic/rendezvous/dynamic_rendezvous.py (a closed rendezvous)",
      "{}torch.distributed.elastic.rendezvous.api.RendezvousClosedError{}",
      [["", ""], ["[rank3]: ", ": "]], "peer_died_first"),
+    ("deepspeed: deepspeed/launcher/launch.py (sigkill_handler)",
+     "[{}] [INFO] [launch.py:{}:sigkill_handler] Killing subprocess {}",
+     [["2021-11-21 08:32:07,148", "131", "250621"], ["2024-01-03 10:00:00,000", "318", "80"]], "peer_died_first"),
 ]
 
 
