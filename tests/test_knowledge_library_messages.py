@@ -26,6 +26,11 @@ CASES = [
      "{}:{}:{} [{}] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-{} to {} bytes{}",
      [["gpu-node-3", "4410", "4502", "1", "a8ZkQ2", "33030148", ", error: No space left on device (28)"],
       ["worker0", "77", "90", "7", "Xy1bcD", "9637892", ""]], "shm_too_small"),
+    ("nccl: src/init.cc (a GPU shared by two ranks)",
+     "{}:{}:{} [{}] init.cc:{} NCCL WARN Multiple Ranks are using the same GPU/Partition. Set "
+     "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this{}",
+     [["node7", "4410", "4502", "1", "1057", "."], ["gpu-a100-03", "88", "120", "0", "1043", " feature."]],
+     "local_rank_device"),
     ("accelerate: src/accelerate/accelerator.py (_prepare_deepspeed)",
      "ValueError: When using DeepSpeed{} `accelerate.prepare()` requires you to pass at least one of training or "
      "evaluation dataloaders{} or alternatively set an integer value in `train_micro_batch_size_per_gpu` in the "
