@@ -116,8 +116,25 @@ def run_tool(name: str, argv: Sequence[str], prog: str, script: str | None = Non
             raise
         print(missing_message(prog, tool, [top], script), file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # the reader left early (`| head`): stop quietly, as command-line tools do
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     finally:
         sys.argv[0] = saved
+
+
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process killed by SIGPIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's flush at exit does not fail on the closed pipe again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def run_script(name: str) -> int:

@@ -139,3 +139,14 @@ def test_help_that_needs_a_package_is_one_line_too():
     out = run(str(SCRIPTS["launch"]), "--profile", "local", "--help", stdlib_only=True)  # profile options: yaml
     assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1
     assert out.stderr.startswith("launch.py: missing pyyaml (import yaml)")
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`distdoctor diagnose --json LOG | head -1`: the pipe closes before the output is written; the tool stops
+    quietly with 141 (what a shell reports for SIGPIPE), no BrokenPipeError traceback on stderr."""
+    log = ROOT / "tests/data/logs/gpu_device_assert_rank1.log"
+    p = subprocess.Popen([sys.executable, "-m", "distdoctor", "diagnose", "--json", str(log)], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait() == 141 and "Traceback" not in err, err
