@@ -87,6 +87,18 @@ def test_scoring_reports_both_splits_and_source_kinds(tmp_path):
     assert "| prose |" not in md  # no prose case, no prose row
 
 
+def test_scoring_reports_figures_per_label_confidence(tmp_path):
+    tr1, tr2 = _ids("train", 2)
+    _write(tmp_path, tr1, "public_port_in_use_distkd")
+    _write(tmp_path, tr2, "public_nccl_without_cuda_ofa", confidence="uncertain")
+    results = corpus_eval.score_corpus(tmp_path, include_public=False, cited=set())
+    md = corpus_eval.render_markdown(results)
+    assert "### Per label confidence (printed logs)" in md
+    assert "| train | confirmed | 1 | 1/1 (100.0%)" in md and "| train | uncertain | 1 | 1/1 (100.0%)" in md
+    per = corpus_eval.to_json(results)["splits"]["train"]["per_confidence"]
+    assert {k: v["n"] for k, v in per.items()} == {"confirmed": 1, "uncertain": 1}
+
+
 def test_text_field_is_validated_and_prose_is_scored_apart(tmp_path):
     (tr,), (ho,) = _ids("train", 1), _ids("heldout", 1)
     _write(tmp_path, tr, "public_port_in_use_distkd", text="log")

@@ -65,6 +65,7 @@ class CorpusResult:
     first_rank_expected: int | None
     first_rank_got: int | None
     text: str = "printed"
+    confidence: str = "confirmed"  # how sure the case's label is (evals/corpus/README.md)
 
     @property
     def top1_ok(self) -> bool:
@@ -90,7 +91,7 @@ def diagnose_case(case: CorpusCase, references_root: Path | None = None) -> Corp
     ff = r.get("first_failure") or {}
     return CorpusResult(case.id, case.split, case.kind, case.cause, ids[0] if ids else None, ids[:3],
                         r.get("verdict", "confident" if ids else "none"), r["causes"][0].get("level") if ids else None,
-                        case.first_failure_rank, ff.get("rank"), case.text)
+                        case.first_failure_rank, ff.get("rank"), case.text, case.confidence)
 
 
 def public_logs(logs: Path = LOGS) -> list[CorpusCase]:
@@ -138,8 +139,8 @@ def score_corpus(root: Path = CORPUS, include_public: bool = True, causes: set[s
 
 
 def to_json(results: list[CorpusResult], errors: list[str] | None = None) -> dict:
-    """Per split: the summary counts of the printed logs, per source kind within it, and the prose cases'
-    counts apart (`prose`); the refused cases."""
+    """Per split: the summary counts of the printed logs, per source kind and per label confidence within it,
+    and the prose cases' counts apart (`prose`); the refused cases."""
     out: dict = {"splits": {}, "refused": list(errors or [])}
     by_split: dict[str, list[CorpusResult]] = defaultdict(list)
     for r in results:
@@ -147,9 +148,12 @@ def to_json(results: list[CorpusResult], errors: list[str] | None = None) -> dic
     for split, rs in sorted(by_split.items()):
         printed, prose = by_text(rs)
         kinds: dict[str, list[CorpusResult]] = defaultdict(list)
+        labels: dict[str, list[CorpusResult]] = defaultdict(list)
         for r in printed:
             kinds[r.kind].append(r)
+            labels[r.confidence].append(r)
         out["splits"][split] = {**summary(printed), "per_kind": {k: summary(v) for k, v in sorted(kinds.items())},
+                                "per_confidence": {k: summary(v) for k, v in sorted(labels.items())},
                                 "prose": summary(prose)}
     return out
 
@@ -199,16 +203,11 @@ def render_markdown(results: list[CorpusResult], errors: list[str] | None = None
                   f"{_frac(s['top3'], s['n'])} | {_frac(s['no_answer'], s['n'])} | "
                   f"{_frac(s['confident'], s['n'])} | {_frac(s['confident_right'], s['confident'])} | "
                   f"{_frac(s['ranks_right'], s['ranks'])} |")
-    md += ["", "### Per source kind (printed logs)", "",
-           "| split | source kind | cases | top-1 | top-3 | no answer | first rank right |",
-           "|---|---|---:|---:|---:|---:|---:|"]
-    groups: dict[tuple[str, str], list[CorpusResult]] = defaultdict(list)
-    for r in by_text(results)[0]:
-        groups[(r.split, r.kind)].append(r)
-    for (split, kind), rs in sorted(groups.items()):
-        s = summary(rs)
-        md.append(f"| {split} | {kind} | {s['n']} | {_frac(s['top1'], s['n'])} | {_frac(s['top3'], s['n'])} | "
-                  f"{_frac(s['no_answer'], s['n'])} | {_frac(s['ranks_right'], s['ranks'])} |")
+    md += _grouped(results, "Per source kind (printed logs)", "source kind", lambda r: r.kind)
+    md += _grouped(results, "Per label confidence (printed logs)", "label", lambda r: r.confidence,
+                   "How sure each case's label is (`confidence` in its meta): `confirmed`, the thread confirms the "
+                   "cause or its fix; `likely`; `uncertain`, the root is unclear. A label taken from a thread's fix "
+                   "can name a cause the printed text does not show.")
     misses = [r for r in results if not r.split.startswith("heldout") and not r.top1_ok]
     md += ["", "### Wrong top-1 outside the held-out split", ""]
     if misses:
@@ -221,6 +220,21 @@ def render_markdown(results: list[CorpusResult], errors: list[str] | None = None
     if errors:
         md += ["", "### Corpus cases refused by the loader", ""] + [f"- {e}" for e in errors]
     return "\n".join(md) + "\n"
+
+
+def _grouped(results: list[CorpusResult], title: str, column: str, key, note: str = "") -> list[str]:
+    """A markdown table of the printed logs' figures per split and per `key(result)`."""
+    md = ["", f"### {title}", ""] + ([note, ""] if note else []) + [
+        f"| split | {column} | cases | top-1 | top-3 | no answer | first rank right |",
+        "|---|---|---:|---:|---:|---:|---:|"]
+    groups: dict[tuple[str, str], list[CorpusResult]] = defaultdict(list)
+    for r in by_text(results)[0]:
+        groups[(r.split, key(r))].append(r)
+    for (split, value), rs in sorted(groups.items()):
+        s = summary(rs)
+        md.append(f"| {split} | {value} | {s['n']} | {_frac(s['top1'], s['n'])} | {_frac(s['top3'], s['n'])} | "
+                  f"{_frac(s['no_answer'], s['n'])} | {_frac(s['ranks_right'], s['ranks'])} |")
+    return md
 
 
 def render_text(results: list[CorpusResult]) -> str:
