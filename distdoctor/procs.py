@@ -1,6 +1,6 @@
 """Kill a process and every descendant. torchrun starts its workers in their own sessions, so killing the
-agent's process group leaves them running; this walks /proc instead. Also what a process's main thread is blocked in (blocked_call, and what it
-means: typed input, a file lock, a futex, a pipe)."""
+agent's process group leaves them running; this walks /proc instead. Also what a process's main thread is blocked
+in (blocked_call, and what it means: typed input, a file lock, a futex, a pipe)."""
 from __future__ import annotations
 
 import os
@@ -85,18 +85,25 @@ def _call(pid: int, call: Call | None) -> Call | None:
     return blocked_call(pid) if call is _READ_IT else call
 
 
+def _read_from(pid: int, call: Call | None) -> tuple[int, str] | None:
+    """(fd, what the fd points at) when the main thread is blocked in read(2), else None."""
+    call = _call(pid, call)
+    if call is None or call[0] != _READ_SYSCALL.get(platform.machine().lower()) or not call[1]:
+        return None
+    try:
+        return call[1][0], os.readlink(f"/proc/{pid}/fd/{call[1][0]}")
+    except OSError:
+        return None
+
+
 def reading_input(pid: int, call: Call | None = _READ_IT) -> str | None:
     """What the process's main thread is blocked reading when it waits for typed input: its standard input (fd 0)
     or a terminal opened another way (getpass's /dev/tty); the fd's target ("pipe:[..]", "/dev/pts/3"), else None.
     `call`: its blocked_call, when already read."""
-    call = _call(pid, call)
-    if call is None or call[0] != _READ_SYSCALL.get(platform.machine().lower()) or not call[1]:
+    read = _read_from(pid, call)
+    if read is None:
         return None
-    fd = call[1][0]
-    try:
-        target = os.readlink(f"/proc/{pid}/fd/{fd}")
-    except OSError:
-        return None
+    fd, target = read
     return target if fd == 0 or target.startswith(("/dev/pts/", "/dev/tty")) else None
 
 
@@ -138,15 +145,10 @@ def reading_pipe(pid: int, call: Call | None = _READ_IT) -> dict | None:
     other live processes that hold it open}. An empty list means nothing but the reader holds the pipe: whoever was to
     write into it (a worker process, a multiprocessing queue's feeder) is gone. None when it reads no pipe. The walk
     over every process's fds is the costly part: call it only for ranks whose answer is kept."""
-    call = _call(pid, call)
-    if call is None or call[0] != _READ_SYSCALL.get(platform.machine().lower()) or not call[1] or call[1][0] == 0:
+    read = _read_from(pid, call)
+    if read is None or read[0] == 0 or not read[1].startswith("pipe:"):
         return None
-    try:
-        target = os.readlink(f"/proc/{pid}/fd/{call[1][0]}")
-    except OSError:
-        return None
-    if not target.startswith("pipe:"):
-        return None
+    target = read[1]
     holders = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == pid:

@@ -86,9 +86,9 @@ def _snapshot(proc: RankProcess, host: str, py_spy: str, timeout: float, nonbloc
     if proc.zombie:
         snap.state, snap.error = ZOMBIE, "exited, not yet reaped by its parent (zombie)"
         return snap
-    # what the main thread is blocked in, read before py-spy stops the process (a stop interrupts the call)
+    # what the main thread is blocked in, read before py-spy stops the process (a stop interrupts the call); what
+    # it means (the fds it names, the lock's holder) is read after the dump, for the ranks whose answer is kept
     call = blocked_call(proc.pid)
-    reads_input, waits_lock = reading_input(proc.pid, call), waiting_lock(proc.pid, call)
     threads, error = dump_one(py_spy, proc.pid, timeout, nonblocking)
     if threads is None:
         gone = not Path(f"/proc/{proc.pid}").exists()
@@ -105,8 +105,9 @@ def _snapshot(proc: RankProcess, host: str, py_spy: str, timeout: float, nonbloc
     elif snap.state == INIT:
         snap.init = _init_args(proc.pid, py_spy, timeout, nonblocking)
     if snap.state not in WAITING:
-        snap.reads_input, snap.waits_lock, snap.waits_futex = reads_input, waits_lock, waiting_futex(proc.pid, call)
-        snap.reads_pipe = None if reads_input else reading_pipe(proc.pid, call)  # its /proc walk: kept ranks only
+        snap.reads_input, snap.waits_lock = reading_input(proc.pid, call), waiting_lock(proc.pid, call)
+        snap.waits_futex = waiting_futex(proc.pid, call)
+        snap.reads_pipe = None if snap.reads_input else reading_pipe(proc.pid, call)
         snap.threads = other_threads(threads, thread)
     if env.get("SLURM_PROCID") and snap.rank is None:
         snap.rank = _int(env["SLURM_PROCID"])
