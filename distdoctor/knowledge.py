@@ -124,8 +124,9 @@ def parse_file(path: Path, errors: list[KnowledgeError] | None = None) -> list[E
     """
     text = path.read_text(encoding="utf-8")
     stamp = None if errors is not None else _checked_stamp(text)
-    entries = _parse_lines(path, text.splitlines(), errors, check_schema=stamp is None or not stamp.exists())
-    if stamp is not None and not stamp.exists():
+    checked = stamp is not None and stamp.exists()
+    entries = _parse_lines(path, text.splitlines(), errors, check_schema=not checked)
+    if stamp is not None and not checked:
         write_atomic(stamp, b"")
     return entries
 
@@ -277,16 +278,15 @@ def load_taxonomy(path: Path | None = None) -> dict[str, dict]:
     return dict(data["causes"])
 
 
-_ROOTS: dict[str, dict[str, tuple[str, ...]]] = {}
-
-
 def often_behind(references_root: Path | str | None = None) -> dict[str, tuple[str, ...]]:
     """Cause -> the root causes it is usually the visible face of (the taxonomy's `often_behind`, in its order):
     the default taxonomy for the default references, `<references_root>/taxonomy.yaml` for another (none: {})."""
     path = paths.taxonomy_path() if not references_root or Path(references_root).resolve() == paths.REFERENCES.resolve() \
         else Path(references_root) / "taxonomy.yaml"
-    key = str(path)
-    if key not in _ROOTS:
-        causes = load_taxonomy(path) if path is not None and Path(path).is_file() else {}
-        _ROOTS[key] = {c: tuple(v.get("often_behind") or ()) for c, v in causes.items() if isinstance(v, dict)}
-    return _ROOTS[key]
+    return _often_behind_in(str(path) if path is not None else None)
+
+
+@lru_cache(maxsize=8)
+def _often_behind_in(path: str | None) -> dict[str, tuple[str, ...]]:
+    causes = load_taxonomy(Path(path)) if path is not None and Path(path).is_file() else {}
+    return {c: tuple(v.get("often_behind") or ()) for c, v in causes.items() if isinstance(v, dict)}
