@@ -7,7 +7,8 @@ Two readings, weakest last:
 - `similar`: BM25 (the `bm25s` library) ranks the known documents, one per entry and one per corpus case,
   against the log's error lines; each of the best few documents votes for its cause (an entry's vote counting
   double), and the causes with the most votes are candidates to confirm.
-The index is built in memory on first use (a few hundred short documents: milliseconds), never written to disk.
+The documents' failures and tokens are prepared once and kept in the user's cache (retrieval_cache: 0.7 s of a
+small log's 1.1 s diagnosis); the BM25 index over them is built in memory on first use (milliseconds).
 Its settings were chosen by cross-validation on the train split (distdoctor/evals/retrieval_cv.py): low `k1`
 and `b` (a line repeated by every rank, and a long log, say little more than once), word pairs beside words,
 and votes summed over the top documents rather than the best document per cause.
@@ -111,14 +112,37 @@ def documents(references_root: str, corpus_root: str | None) -> list[tuple[str, 
 
 
 class KnownFailures:
-    def __init__(self, docs: list[tuple[str, str, str, str]]):
+    def __init__(self, docs: list[tuple[str, str, str, str]], failures: list[Known] | None = None,
+                 doc_tokens: list[list[str]] | None = None):
+        """`failures` and `doc_tokens`, when given, are what the documents' error lines and BM25 tokens were
+        found to be (retrieval_cache); otherwise they are read from the documents (tokens on first use)."""
         self.docs = docs
-        self.failures: list[Known] = []
-        for doc_id, cause, where, text in docs:
-            for line, frames in dict.fromkeys(error_lines(text)):
-                self.failures.append(Known(cause, where, doc_id, failure_of_text(line, frames)))
+        if failures is None:
+            failures = [Known(cause, where, doc_id, failure_of_text(line, frames))
+                        for doc_id, cause, where, text in docs for line, frames in dict.fromkeys(error_lines(text))]
+        self.failures = failures
         self._bm25: tuple[frozenset[str], object] | None = None
-        self._tokens: list[list[str]] | None = None
+        self._tokens = doc_tokens
+
+    def tokens(self) -> list[list[str]]:
+        """Each document's BM25 tokens (computed once)."""
+        if self._tokens is None:
+            self._tokens = [retrieval_tokens(text) or ["<empty>"] for _, _, _, text in self.docs]
+        return self._tokens
+
+    def prepared(self) -> dict:
+        """The documents, their failures and tokens as plain JSON data (retrieval_cache stores it)."""
+        return {"docs": self.docs, "tokens": self.tokens(),
+                "failures": [[k.cause, k.where, k.doc_id, k.failure.exc_type, k.failure.message,
+                              sorted(k.failure.words), list(k.failure.frames), k.failure.says, k.failure.store]
+                             for k in self.failures]}
+
+    @classmethod
+    def from_prepared(cls, data: dict) -> KnownFailures:
+        """The inverse of prepared()."""
+        failures = [Known(cause, where, doc_id, Failure(exc, msg, frozenset(words), tuple(frames), says, store))
+                    for cause, where, doc_id, exc, msg, words, frames, says, store in data["failures"]]
+        return cls([tuple(d) for d in data["docs"]], failures, data["tokens"])
 
     def structural(self, failures: list[Failure]) -> list[Match]:
         """Known failures of the same type and template as one of the log's (best per cause)."""
@@ -141,10 +165,9 @@ class KnownFailures:
         if self._bm25 is None or self._bm25[0] != key:
             import bm25s  # imported on first use: a log with signature evidence never needs it
 
-            if self._tokens is None:
-                self._tokens = [retrieval_tokens(text) or ["<empty>"] for _, _, _, text in self.docs]
+            doc_tokens = self.tokens()
             bm25 = bm25s.BM25(k1=BM25_K1, b=BM25_B)
-            bm25.index([self._tokens[i] for i in kept], show_progress=False)
+            bm25.index([doc_tokens[i] for i in kept], show_progress=False)
             self._bm25 = (key, bm25)
         return self._bm25[1], kept
 
@@ -192,4 +215,16 @@ def known_failures(references_root: str | None = None) -> KnownFailures:
 
 @lru_cache(maxsize=4)
 def _known(references_root: str, corpus_root: str | None) -> KnownFailures:
-    return KnownFailures(documents(references_root, corpus_root))
+    """The known failures, from the user's cache when their inputs have not changed since they were prepared."""
+    from distdoctor.diagnose import retrieval_cache
+
+    digest = retrieval_cache.key(references_root, corpus_root)
+    data = retrieval_cache.load(digest)
+    if data is not None:
+        try:
+            return KnownFailures.from_prepared(data)
+        except (KeyError, TypeError, ValueError):
+            pass  # a damaged entry: prepared again below and written over
+    known = KnownFailures(documents(references_root, corpus_root))
+    retrieval_cache.store(digest, known.prepared())
+    return known
