@@ -28,8 +28,10 @@ import hashlib
 import json
 import re
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 from distdoctor.corpus import CORPUS, CorpusCase, train_cases
 
@@ -133,37 +135,49 @@ def signature_cases(cases: tuple[CorpusCase, ...],
     return out
 
 
+def diagnosed(cases: tuple[CorpusCase, ...], folds: int, references_root: Path | None = None,
+              fold_context: Callable[[list[CorpusCase]], AbstractContextManager] | None = None,
+              ) -> Iterator[tuple[CorpusCase, dict]]:
+    """(case, diagnosis) for every case, each fold diagnosed with its cases left out of retrieval and inside
+    `fold_context(fold)` when given (signatures dropped, other root lists: what a harness varies per fold)."""
+    from distdoctor.diagnose import diagnose_text
+    from distdoctor.diagnose.retrieval import excluding
+
+    for fold in folds_of(cases, folds):
+        with excluding({f"corpus:{c.id}" for c in fold}), (fold_context(fold) if fold_context else nullcontext()):
+            for c in fold:
+                yield c, diagnose_text(c.log, context=c.context or None, name=f"{c.id}.log",
+                                       references_root=references_root)
+
+
 def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path | None = None,
                  drop_own: bool = False) -> dict:
     """The whole diagnosis, each fold with its cases left out of retrieval (and, with drop_own, the signatures
     only its cases match left out of the matcher)."""
-    from distdoctor.diagnose import diagnose_text
     from distdoctor.diagnose.matcher import without_signatures
-    from distdoctor.diagnose.retrieval import excluding, use_corpus
+    from distdoctor.diagnose.retrieval import use_corpus
 
     every, fallback, confident = Tally(), Tally(), Tally()
     misses: list[dict] = []
     by_level: dict[str, Tally] = {}
     cases = train_cases(str(root))
     matched = signature_cases(cases, references_root) if drop_own else {}
+
+    def own_signatures_out(fold: list[CorpusCase]) -> AbstractContextManager:
+        ids = {c.id for c in fold}
+        return without_signatures({k for k, where in matched.items() if where <= ids})
+
     use_corpus(root)
     try:
-        for fold in folds_of(cases, folds):
-            ids = {c.id for c in fold}
-            own = {k for k, where in matched.items() if where <= ids}
-            with excluding({f"corpus:{c.id}" for c in fold}), without_signatures(own):
-                for c in fold:
-                    r = diagnose_text(c.log, context=c.context or None, name=f"{c.id}.log",
-                                      references_root=references_root)
-                    ranked = [x["id"] for x in r["causes"]]
-                    every.add(c.cause, ranked)
-                    (fallback if r["verdict"] != "confident" else confident).add(c.cause, ranked)
-                    level = r["causes"][0].get("level") if r["causes"] else None
-                    by_level.setdefault(f"{r['verdict']}/{level}", Tally()).add(c.cause, ranked)
-                    if ranked[:1] != [c.cause]:
-                        misses.append({"id": c.id, "cause": c.cause, "top3": ranked[:3], "verdict": r["verdict"],
-                                       "level": level,
-                                       "text": c.text})
+        for c, r in diagnosed(cases, folds, references_root, own_signatures_out):
+            ranked = [x["id"] for x in r["causes"]]
+            every.add(c.cause, ranked)
+            (fallback if r["verdict"] != "confident" else confident).add(c.cause, ranked)
+            level = r["causes"][0].get("level") if r["causes"] else None
+            by_level.setdefault(f"{r['verdict']}/{level}", Tally()).add(c.cause, ranked)
+            if ranked[:1] != [c.cause]:
+                misses.append({"id": c.id, "cause": c.cause, "top3": ranked[:3], "verdict": r["verdict"],
+                               "level": level, "text": c.text})
     finally:
         use_corpus(None)
     return {"all": every.as_dict(), "retrieval_level": fallback.as_dict(), "confident": confident.as_dict(),

@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 from distdoctor.corpus import CORPUS, train_cases
-from distdoctor.evals.retrieval_cv import Tally, folds_of, group_of
+from distdoctor.evals.retrieval_cv import Tally, diagnosed, group_of
 
 Roots = dict[str, tuple[str, ...]]
 
@@ -52,15 +52,12 @@ def ordered_by_counts(candidates: Roots, counts: dict[str, Counter], tie: Roots)
 
 def _diagnose_all(cases, roots_for) -> list[tuple[object, dict]]:
     """Every case diagnosed with its group out of retrieval and `roots_for(group)` as the lists."""
-    from distdoctor.diagnose import alternatives, diagnose_text
-    from distdoctor.diagnose.retrieval import excluding
+    from distdoctor.diagnose import alternatives
 
-    out = []
-    for fold in folds_of(cases, 0):
-        with excluding({f"corpus:{c.id}" for c in fold}), alternatives.using_roots(roots_for(group_of(fold[0].id))):
-            for c in fold:
-                out.append((c, diagnose_text(c.log, context=c.context or None, name=f"{c.id}.log")))
-    return out
+    def lists(fold):
+        return alternatives.using_roots(roots_for(group_of(fold[0].id)))
+
+    return list(diagnosed(cases, 0, fold_context=lists))
 
 
 def roots_cv(root: Path = CORPUS) -> dict:
