@@ -99,6 +99,21 @@ def test_scoring_reports_figures_per_label_confidence(tmp_path):
     assert {k: v["n"] for k, v in per.items()} == {"confirmed": 1, "uncertain": 1}
 
 
+def test_scoring_reports_figures_per_answer_level(tmp_path):
+    """How often an answer resting on a signature (or only on a similar log, ...) was right: calibration."""
+    tr1, tr2 = _ids("train", 2)
+    _write(tmp_path, tr1, "public_port_in_use_distkd")
+    _write(tmp_path, tr2, "public_nccl_without_cuda_ofa")
+    (tmp_path / f"{tr2}.log").write_text("step 7 frobnicated the quux spindle\n")  # nothing any signature knows
+    results = corpus_eval.score_corpus(tmp_path, include_public=False, cited=set())
+    levels = {r.id: corpus_eval.answer_level(r) for r in results}
+    assert levels[tr1] == "confident/signature" and not levels[tr2].startswith("confident/")
+    md = corpus_eval.render_markdown(results)
+    assert "### Per answer level (printed logs)" in md and "| train | confident/signature | 1 | 1/1 (100.0%)" in md
+    per = corpus_eval.to_json(results)["splits"]["train"]["per_level"]
+    assert per["confident/signature"]["top1"] == 1 and sum(v["n"] for v in per.values()) == 2
+
+
 def test_text_field_is_validated_and_prose_is_scored_apart(tmp_path):
     (tr,), (ho,) = _ids("train", 1), _ids("heldout", 1)
     _write(tmp_path, tr, "public_port_in_use_distkd", text="log")

@@ -119,6 +119,11 @@ def summary(results: list[CorpusResult]) -> dict:
             "ranks_right": sum(bool(r.rank_ok) for r in ranked)}
 
 
+def answer_level(r: CorpusResult) -> str:
+    """`verdict/level` of the answer's top cause (`confident/signature`, `candidates/similar`, ...); `none`."""
+    return f"{r.verdict}/{r.level}" if r.got else "none"
+
+
 def by_text(results: list[CorpusResult]) -> tuple[list[CorpusResult], list[CorpusResult]]:
     """(printed, prose): the log figures are taken on the first, the prose cases are reported apart."""
     return [r for r in results if r.text != "prose"], [r for r in results if r.text == "prose"]
@@ -139,8 +144,8 @@ def score_corpus(root: Path = CORPUS, include_public: bool = True, causes: set[s
 
 
 def to_json(results: list[CorpusResult], errors: list[str] | None = None) -> dict:
-    """Per split: the summary counts of the printed logs, per source kind and per label confidence within it,
-    and the prose cases' counts apart (`prose`); the refused cases."""
+    """Per split: the summary counts of the printed logs, per source kind, label confidence and answer level
+    within it, and the prose cases' counts apart (`prose`); the refused cases."""
     out: dict = {"splits": {}, "refused": list(errors or [])}
     by_split: dict[str, list[CorpusResult]] = defaultdict(list)
     for r in results:
@@ -149,11 +154,14 @@ def to_json(results: list[CorpusResult], errors: list[str] | None = None) -> dic
         printed, prose = by_text(rs)
         kinds: dict[str, list[CorpusResult]] = defaultdict(list)
         labels: dict[str, list[CorpusResult]] = defaultdict(list)
+        levels: dict[str, list[CorpusResult]] = defaultdict(list)
         for r in printed:
             kinds[r.kind].append(r)
             labels[r.confidence].append(r)
+            levels[answer_level(r)].append(r)
         out["splits"][split] = {**summary(printed), "per_kind": {k: summary(v) for k, v in sorted(kinds.items())},
                                 "per_confidence": {k: summary(v) for k, v in sorted(labels.items())},
+                                "per_level": {k: summary(v) for k, v in sorted(levels.items())},
                                 "prose": summary(prose)}
     return out
 
@@ -208,6 +216,10 @@ def render_markdown(results: list[CorpusResult], errors: list[str] | None = None
                    "How sure each case's label is (`confidence` in its meta): `confirmed`, the thread confirms the "
                    "cause or its fix; `likely`; `uncertain`, the root is unclear. A label taken from a thread's fix "
                    "can name a cause the printed text does not show.")
+    md += _grouped(results, "Per answer level (printed logs)", "answer rests on", answer_level,
+                   "What the answer's top cause rests on (its verdict and level, as the report prints them): how often "
+                   "an answer of that kind was right, the calibration a reader of the report needs (a `candidates` "
+                   "answer resting on a similar known log alone is a lead to confirm, not a finding).")
     misses = [r for r in results if not r.split.startswith("heldout") and not r.top1_ok]
     md += ["", "### Wrong top-1 outside the held-out split", ""]
     if misses:
