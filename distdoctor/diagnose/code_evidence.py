@@ -4,6 +4,9 @@ A hang or timeout log shows the symptom (collective_timeout, peer_died_first); t
 (a collective under `if rank == 0`, every rank saving one file). Each finding (rule code, cause, file:line, the
 line's text) is evidence of level `code` for its cause, weighed against the log's answer by one rule:
 
+0. The code must be the job's: when the log names Python files of its own (traceback frames, torchrun's
+   `x.py FAILED`; installed packages aside) and none of them is a file of --repo (same trailing path), the
+   findings are all `unrelated` and nothing is weighed.
 1. Consistent causes: the log's ranked causes (top, alternatives, candidates) and the usual roots
    (taxonomy `often_behind`) of its symptom causes (the top's when it is confident; every candidate's when not).
    A finding of any other cause is `unrelated`: reported in its own section, never ranked.
@@ -27,12 +30,16 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import sys
 from typing import Callable, Iterable
 
 from distdoctor.diagnose import calibrate, preconditions
 
 MAX_CODE_EVIDENCE = 3  # code lines added to one cause
+NAMED = re.compile(rb'File "([^"<>]+\.py)", line \d+|(\S+\.py) FAILED')
+LIBRARY = ("site-packages", "dist-packages", "lib/python3")
+MAX_READ = 64 * 1024 * 1024  # of each log, looking for the files it names
 
 
 class RepoError(ValueError):
@@ -58,12 +65,44 @@ def check(paths: list[str], quiet: bool = True) -> dict:
         if total >= 50 and (done == total or done % 100 == 0):
             print(f"diagnose: checking the code, {done}/{total} files", file=sys.stderr, flush=True)
 
+    from distdoctor.patching.engine import iter_python_files
+
     report = check_paths(paths, progress=None if quiet else progress)
+    rel = {os.path.basename(p) if os.path.isfile(p) else os.path.relpath(f, p)
+           for p in paths for f, err in iter_python_files(p) if not err}
     findings = [{"path": f.path, "line": f.line, "col": f.col, "code": f.code, "cause": f.cause,
                  "message": f.message, "text": linecache.getline(f.path, f.line).strip()[:300]}
                 for f in report.findings]
     return {"paths": list(paths), "files": report.files, "errors": [f"{p}: {r}" for p, r in report.errors],
-            "findings": findings}
+            "findings": findings, "relpaths": sorted(rel)}
+
+
+def named_files(sources) -> set[str]:
+    """The Python files of the job's own that the logs name (traceback frames, torchrun's summary)."""
+    out: set[str] = set()
+    for src in sources:
+        try:
+            with src.open() as fh:
+                data = fh.read(MAX_READ)
+        except (OSError, EOFError, ValueError):
+            continue
+        for m in NAMED.finditer(data):
+            name = (m.group(1) or m.group(2)).decode("utf-8", "replace")
+            if not any(lib in name for lib in LIBRARY):
+                out.add(name)
+    return out
+
+
+def ran(named: set[str], relpaths: Iterable[str]) -> bool:
+    """Whether the code is the job's: the log names none of its own files, or one of --repo's (trailing path)."""
+    if not named:
+        return True
+    tails = {tuple(r.replace(os.sep, "/").split("/")) for r in relpaths}
+    for n in named:
+        parts = tuple(n.replace("\\", "/").split("/"))
+        if any(parts[-len(t):] == t for t in tails):
+            return True
+    return False
 
 
 def _item(f: dict) -> dict:
@@ -97,9 +136,17 @@ def consistent(causes: list[dict], verdict: str, roots: Callable[[str], tuple[st
 
 
 def weigh(causes: list[dict], verdict: str, code: dict, own_error: bool, entries: dict,
-          roots: Callable[[str], tuple[str, ...]]) -> tuple[list[dict], str, dict]:
-    """Apply the module's rule: (causes with code evidence and roles, verdict, the `code` section)."""
+          roots: Callable[[str], tuple[str, ...]], named: set[str] = frozenset()) -> tuple[list[dict], str, dict]:
+    """Apply the module's rule: (causes with code evidence and roles, verdict, the `code` section). `named`: the
+    Python files the log names."""
     findings = [f for f in code["findings"] if f["cause"] in entries]
+    if not ran(named, code.get("relpaths", ())):
+        shown = ", ".join(sorted(named)[:3])
+        return causes, verdict, {
+            "paths": code["paths"], "files": code["files"], "errors": code["errors"],
+            "findings": [{k: v for k, v in f.items()} | {"role": "unrelated"} for f in findings],
+            "promoted": None, "over": None,
+            "rule": f"the log names none of --repo's files ({shown}): not the code that ran, not weighed"}
     order = consistent(causes, verdict, roots)
     by_cause: dict[str, list[dict]] = {}
     for f in findings:

@@ -265,6 +265,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     """Diagnose the sources; with `code` (code_evidence.check's findings on the job's code) weigh those too."""
     matcher = matcher_for(references_root)
     errors = errors if errors is not None else []
+    sources = list(sources) if code is not None else sources  # read again for the files the log names
     builder, tally, stats, files, pre, differing = _scan_all(sources, context, matcher, errors, progress)
     seen = tally.conditions
     _add_rank_value_evidence(tally, matcher, differing)
@@ -413,7 +414,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     code_section = None
     if code is not None:
         causes, verdict, code_section = code_evidence.weigh(
-            causes, verdict, code, own_error, matcher.entries, lambda c: alternatives.roots_of(c, references_root))
+            causes, verdict, code, own_error, matcher.entries, lambda c: alternatives.roots_of(c, references_root),
+            code_evidence.named_files(sources))
     top = matcher.entries[causes[0]["id"]] if verdict == "confident" else None
     because = blame_awaited(found, causes[0]["id"] if causes else None)  # a lone timeout, read by its cause
     first_line = found.line
