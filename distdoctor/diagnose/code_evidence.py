@@ -28,12 +28,15 @@ No weight is tuned per rule or per cause.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import linecache
 import os
 import re
 import sys
 from typing import Callable, Iterable
 
+from distdoctor.cache import cache_dir, write_atomic
 from distdoctor.diagnose import calibrate, preconditions
 
 MAX_CODE_EVIDENCE = 3  # code lines added to one cause
@@ -56,25 +59,44 @@ def validate(paths: Iterable[str]) -> list[str]:
     return out
 
 
-def check(paths: list[str], quiet: bool = True) -> dict:
+def check(paths: list[str], quiet: bool = True, cache: bool = True) -> dict:
     """Run the static checker over the paths (one repository per path: its call graph spans the path; nothing is
-    imported). Returns {"paths", "files", "errors", "findings": [dict]}. Progress on stderr unless quiet."""
-    from distdoctor.check.engine import check_paths  # libcst: only with --repo
+    imported). Returns {"paths", "files", "errors", "findings": [dict], "relpaths"}. Progress on stderr unless
+    quiet. link.py's per-file cache does not fit (a finding may need the whole repository's call graph): the
+    answer is cached per set of paths, keyed by every file's path, size and mtime and the checker's code."""
+    from distdoctor.check.link import _checker_stamp
+    from distdoctor.patching.engine import iter_python_files
+
+    files = [(p, f) for p in paths for f, err in iter_python_files(p) if not err]
+    stamp = []
+    for _, f in files:
+        try:
+            st = os.stat(f)
+            stamp.append((os.path.abspath(f), st.st_size, st.st_mtime_ns))
+        except OSError:
+            stamp.append((os.path.abspath(f), None, None))
+    key = hashlib.sha256(repr([os.getcwd(), list(paths), stamp, _checker_stamp()]).encode()).hexdigest()
+    cached = cache_dir("check-repos") / (key[:32] + ".json")
+    try:
+        if cache:
+            return json.loads(cached.read_text())
+    except (OSError, ValueError):
+        pass
+    from distdoctor.check.engine import check_paths  # libcst: only with --repo, on a cache miss
 
     def progress(done: int, total: int) -> None:
         if total >= 50 and (done == total or done % 100 == 0):
             print(f"diagnose: checking the code, {done}/{total} files", file=sys.stderr, flush=True)
 
-    from distdoctor.patching.engine import iter_python_files
-
     report = check_paths(paths, progress=None if quiet else progress)
-    rel = {os.path.basename(p) if os.path.isfile(p) else os.path.relpath(f, p)
-           for p in paths for f, err in iter_python_files(p) if not err}
     findings = [{"path": f.path, "line": f.line, "col": f.col, "code": f.code, "cause": f.cause,
                  "message": f.message, "text": linecache.getline(f.path, f.line).strip()[:300]}
                 for f in report.findings]
-    return {"paths": list(paths), "files": report.files, "errors": [f"{p}: {r}" for p, r in report.errors],
-            "findings": findings, "relpaths": sorted(rel)}
+    rel = {os.path.basename(f) if os.path.isfile(p) else os.path.relpath(f, p) for p, f in files}
+    out = {"paths": list(paths), "files": report.files, "errors": [f"{p}: {r}" for p, r in report.errors],
+           "findings": findings, "relpaths": sorted(rel)}
+    write_atomic(cached, json.dumps(out).encode())
+    return out
 
 
 def named_files(sources) -> set[str]:
