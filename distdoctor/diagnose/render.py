@@ -138,7 +138,8 @@ def render(result: dict) -> str:
         top = causes[0]
         out.append("")
         level = top.get("level", "signature")
-        out.append(f"Top cause: {top['id']} — {top['title']}  (score {top['score']}; rests on: {LEVEL_WORDS[level]})")
+        score = f"score {top['score']}; " if top["score"] or level != "code" else ""  # code alone: no log score
+        out.append(f"Top cause: {top['id']} — {top['title']}  ({score}rests on: {LEVEL_WORDS[level]})")
         code = result.get("code") or {}
         if code.get("over"):
             out.append(f"  (the log shows {code['over']}, a symptom or candidates only; the code shows this mechanism)")
