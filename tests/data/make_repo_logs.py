@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
@@ -34,13 +35,17 @@ PROGRAMS = {
 }
 
 
+OUT_DIR_ARG = {"check_save_all_ranks"}  # programs that take a folder to write into (never the checkout)
+
+
 def produce(name: str) -> str:
     import torch
 
     program = f"evals/programs/{name}.py"
-    cmd = torchrun_cmd(program, 2)
-    result = run(cmd, timeout=90, cwd=ROOT)
-    shown = shlex.join(["python", *cmd[1:]])
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = torchrun_cmd(program, 2, [tmp] if name in OUT_DIR_ARG else [])
+        result = run(cmd, timeout=90, cwd=ROOT)
+        shown = shlex.join(["python", *cmd[1:]]).replace(tmp, "OUTDIR")
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{name}.log").write_text(result.output, encoding="utf-8")
     meta = {"source": f"produced here: {shown}, torch {torch.__version__}, gloo",
