@@ -126,3 +126,14 @@ def test_end_to_end_torchrun_log_dir_then_repo() -> None:
     top = out["causes"][0]
     assert out["verdict"] == "confident" and top["id"] == "rank_conditional_collective"
     assert top["evidence"][0]["file"] == program and top["evidence"][0]["line"] == 27
+
+
+def test_cli_progress_on_a_large_repo_unless_quiet(tmp_path: Path) -> None:
+    for i in range(60):
+        (tmp_path / f"m{i}.py").write_text(f"import torch.distributed as dist\nX = {i}\n")
+    log = str(LOGS / "gen_rank0_allreduce_logdir.log")
+    loud = _cli(log, "--repo", str(tmp_path))
+    assert "checking the code, 60/60 files" in loud.stderr
+    assert "Code (--repo" in loud.stdout and "60 file(s) checked, 0 finding(s)" in loud.stdout
+    (tmp_path / "m60.py").write_text("X = 60\n")  # a new file: not the cached answer
+    assert "checking the code" not in _cli(log, "--repo", str(tmp_path), "--quiet").stderr
