@@ -36,7 +36,7 @@ class Tool:
 
 TOOLS: dict[str, Tool] = {
     "diagnose": Tool("distdoctor.diagnose.cli:main", "first failure and ranked causes from the logs of every rank",
-                     "scripts/diagnose.py", ("yaml", "jsonschema", "bm25s"), ("re2", "hyperscan")),
+                     "scripts/diagnose.py", ("yaml", "jsonschema", "bm25s"), ("re2", "hyperscan", "libcst")),
     "patch": Tool("distdoctor.patching.cli:main", "apply the libcst patches to a repository: diff, report, write",
                   "scripts/patch_backend.py", ("libcst",)),
     "hang": Tool("distdoctor.hang.cli:main", "why a job hangs: stacks and collectives of every rank",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # /// script
 # requires-python = ">=3.10"
-# dependencies = ["pyyaml>=6", "jsonschema>=4.17", "bm25s>=0.2", "google-re2>=1.1", "hyperscan>=0.7; platform_machine == 'x86_64'"]
+# dependencies = ["pyyaml>=6", "jsonschema>=4.17", "bm25s>=0.2", "google-re2>=1.1", "hyperscan>=0.7; platform_machine == 'x86_64'", "libcst>=1.1"]
 # ///
 """Diagnose distributed PyTorch logs: first failure, ranked causes, fix. See --help."""
 

@@ -12,6 +12,8 @@ Levels, strongest first:
 - `context`: a line of the log that only says how the job was launched (Open MPI's `[1,0]<stdout>:` tags), or,
   beside a log, a setting keyword of the description or of a log of prose (`--nnodes`, `drop_last`,
   `LOCAL_RANK`: how the job was set up; engine.SETTING_WEIGHT), never what failed: any cause's job shows it;
+- `code`: a finding of the static checker in the job's code (`--repo`; distdoctor/diagnose/code_evidence.py):
+  beside a log that shows only a symptom or candidates it names the mechanism, and makes a confident answer;
 - `typical`: nothing in the input; the knowledge base says this root usually lies behind the top cause, a
   symptom of others (references/taxonomy.yaml `often_behind`): an alternative to check, never a top cause.
 Only `signature` and `structural` make a confident answer (a top cause, its fix and patch). A cause resting
@@ -24,7 +26,7 @@ import re
 
 from distdoctor.diagnose import preconditions
 
-LEVELS = ("typical", "context", "words", "similar", "symptom", "structural", "signature")  # weakest first
+LEVELS = ("typical", "context", "words", "similar", "symptom", "code", "structural", "signature")  # weakest first
 CONFIDENT = ("structural", "signature")
 
 

@@ -23,6 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the machine-readable result")
     ap.add_argument("--references", help="knowledge base folder (default: the project's references/)")
     ap.add_argument("--quiet", action="store_true", help="no progress on standard error")
+    ap.add_argument("--repo", action="append", metavar="PATH",
+                    help="the job's code (a folder or a .py file; may repeat): the static checker's findings there "
+                         "are weighed with the log (pass it for a timeout, hang or peer-died log when the code is "
+                         "at hand); nothing is imported")
     args = ap.parse_args(argv)
     if not args.logs and not args.context:
         ap.print_usage(sys.stderr)
@@ -33,6 +37,21 @@ def main(argv: list[str] | None = None) -> int:
     from distdoctor.diagnose.render import render
     from distdoctor.knowledge import KnowledgeError
 
+    code = None
+    if args.repo:
+        from distdoctor.diagnose import code_evidence
+
+        try:
+            import libcst  # noqa: F401  (the checker's parser)
+            code = code_evidence.check(code_evidence.validate(args.repo), quiet=args.quiet)
+        except code_evidence.RepoError as exc:
+            print(f"diagnose.py: error: {exc}", file=sys.stderr)
+            return 2
+        except ImportError:
+            print("diagnose.py: error: --repo needs libcst (pip install libcst)", file=sys.stderr)
+            return 2
+        for err in code["errors"]:
+            print(f"diagnose.py: --repo: {err}", file=sys.stderr)
     last = [time.monotonic()]
 
     def progress(files: int, stats) -> None:
@@ -42,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"diagnose: {files} file(s), {stats.bytes / 1e6:.0f} MB read", file=sys.stderr)
 
     try:
-        result = diagnose_paths(args.logs, args.context, args.references, progress)
+        result = diagnose_paths(args.logs, args.context, args.references, progress, code)
     except KnowledgeError as exc:
         print(f"diagnose.py: knowledge base: {exc}", file=sys.stderr)
         return 2

@@ -8,8 +8,8 @@ import zlib
 from collections import defaultdict
 from dataclasses import replace
 
-from distdoctor.diagnose import (alternatives, calibrate, gpu_processes, p2p_matrix, preconditions, store_wait,
-                                 structure, versions)
+from distdoctor.diagnose import (alternatives, calibrate, code_evidence, gpu_processes, p2p_matrix, preconditions,
+                                 store_wait, structure, versions)
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, FRAME, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import blame_awaited, find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
@@ -261,9 +261,11 @@ def _scan_all(sources, context: str | None, matcher: Matcher, errors: list[dict]
 
 
 def diagnose_sources(sources, context: str | None = None, references_root=None,
-                     errors: list[dict] | None = None, progress=None) -> dict:
+                     errors: list[dict] | None = None, progress=None, code: dict | None = None) -> dict:
+    """Diagnose the sources; with `code` (code_evidence.check's findings on the job's code) weigh those too."""
     matcher = matcher_for(references_root)
     errors = errors if errors is not None else []
+    sources = list(sources) if code is not None else sources  # read again for the files the log names
     builder, tally, stats, files, pre, differing = _scan_all(sources, context, matcher, errors, progress)
     seen = tally.conditions
     _add_rank_value_evidence(tally, matcher, differing)
@@ -409,6 +411,11 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         causes += _alternatives(builder, first, references_root, context, matcher, tally.head, causes, ruled)
     for i, c in enumerate(causes):
         c["role"] = "candidate" if verdict != "confident" else "top" if i == 0 else "alternative"
+    code_section = None
+    if code is not None:
+        causes, verdict, code_section = code_evidence.weigh(
+            causes, verdict, code, own_error, matcher.entries, lambda c: alternatives.roots_of(c, references_root),
+            code_evidence.named_files(sources))
     top = matcher.entries[causes[0]["id"]] if verdict == "confident" else None
     because = blame_awaited(found, causes[0]["id"] if causes else None)  # a lone timeout, read by its cause
     first_line = found.line
@@ -450,6 +457,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                                 first_line.rank if first is None and first_line is not None else None,
                                 waits) if thin else None,
         "errors": [{"path": e["path"], "error": e["error"]} for e in errors],
+        **({"code": code_section} if code_section is not None else {}),
         "stats": {"files": files, "bytes": stats.bytes, "lines": stats.lines, "candidates": stats.candidates,
                   "cut_lines": stats.cut_lines, "invalid_utf8": stats.invalid_utf8, "engine": pre.engine,
                   "events": len(builder.events), "events_dropped": builder.dropped},
@@ -686,22 +694,24 @@ def _next_step(causes: list[dict], first: Event | None, quiet_log: bool = False,
             "and diagnose the new logs together with these.")
 
 
-def diagnose_paths(paths: list[str], context: str | None = None, references_root=None, progress=None) -> dict:
-    """Diagnose log files, folders of per-rank logs, '-' (stdin), plain or .gz."""
+def diagnose_paths(paths: list[str], context: str | None = None, references_root=None, progress=None,
+                   code: dict | None = None) -> dict:
+    """Diagnose log files, folders of per-rank logs, '-' (stdin), plain or .gz; `code`: see diagnose_sources."""
     errors: list[dict] = []
-    result = diagnose_sources(expand([str(p) for p in paths], errors), context, references_root, errors, progress)
+    result = diagnose_sources(expand([str(p) for p in paths], errors), context, references_root, errors, progress,
+                              code)
     result["input_error"] = any(e.get("explicit", True) for e in errors)
     return result
 
 
 def diagnose_text(text: str, context: str | None = None, name: str = "<text>", references_root=None,
-                  files: dict[str, str] | None = None) -> dict:
+                  files: dict[str, str] | None = None, code: dict | None = None) -> dict:
     """Diagnose a log given as a string (may be empty when only `context` is known), with optional per-rank
     files given as {relative path: text} (the rank comes from the path, as for a folder on disk)."""
     sources = [_text_source(name, text, None)]
     for rel, body in sorted((files or {}).items()):
         sources.append(_text_source(rel, body, rank_from_path(rel)))
-    return diagnose_sources(sources, context, references_root)
+    return diagnose_sources(sources, context, references_root, code=code)
 
 
 def _text_source(name: str, text: str, rank: int | None) -> Source:

@@ -20,6 +20,7 @@ LEVEL_WORDS = {
     "signature": "an error signature on a line of the log",
     "structural": "the structure of the failure (exception type, message template, ranks)",
     "symptom": "a line of the log that several causes print",
+    "code": "a finding of the static checker in the code (--repo)",
     "similar": "a similar known log only",
     "words": "your description only",
     "context": "a line that only says how the job was launched",
@@ -62,6 +63,29 @@ def _also_consider(out: list[str], others: list[dict]) -> None:
     if others[ALSO_SHOWN:]:
         out.append("  weaker: " + ", ".join(f"{c['id']} ({c['score']}, {c.get('level', '?')})"
                                              for c in others[ALSO_SHOWN:ALSO_SHOWN + 4]))
+
+
+CODE_ROLES = (("top", "the top cause's mechanism"), ("evidence", "supports the log's answer"),
+              ("also", "also in the code (consistent with the log; not ranked above its cause)"),
+              ("unrelated", "not related to what the log shows (not ranked)"))
+
+
+def _code(out: list[str], code: dict | None) -> None:
+    """The --repo section: the checker's findings, grouped by what they did to the answer."""
+    if code is None:
+        return
+    found = code["findings"]
+    out.append("")
+    out.append(f"Code (--repo {', '.join(code['paths'])}): {code['files']} file(s) checked, {len(found)} finding(s)"
+               + (f"; {code['rule']}" if found else ""))
+    for role, words in CODE_ROLES:
+        shown = [f for f in found if f["role"] == role]
+        if shown:
+            out.append(f"  {words}:")
+            for f in shown[:8]:
+                out.append(f"    {f['path']}:{f['line']}: {f['code']} [{f['cause']}] {_clip(f['message'], 150)}")
+            if len(shown) > 8:
+                out.append(f"    ... and {len(shown) - 8} more")
 
 
 def render(result: dict) -> str:
@@ -114,7 +138,11 @@ def render(result: dict) -> str:
         top = causes[0]
         out.append("")
         level = top.get("level", "signature")
-        out.append(f"Top cause: {top['id']} — {top['title']}  (score {top['score']}; rests on: {LEVEL_WORDS[level]})")
+        score = f"score {top['score']}; " if top["score"] or level != "code" else ""  # code alone: no log score
+        out.append(f"Top cause: {top['id']} — {top['title']}  ({score}rests on: {LEVEL_WORDS[level]})")
+        code = result.get("code") or {}
+        if code.get("over"):
+            out.append(f"  (the log shows {code['over']}, a symptom or candidates only; the code shows this mechanism)")
         if not ff:
             out.append("  (no failing line was found: this cause rests on the lines below, which are not an error "
                        "of their own; confirm them before applying the fix)")
@@ -140,6 +168,7 @@ def render(result: dict) -> str:
         if result.get("verify"):
             out.append(f"Verify: {result['verify']}")
         _also_consider(out, causes[1:])
+    _code(out, result.get("code"))
     for f in result.get("checker") or []:
         out.append(f"Checker: {f['path']}:{f['line']}:{f['col']}: {f['code']} {f['message']} "
                    f"[{f['cause']}] (found in the failing traceback's code; `check_repo.py` catches it before launch)")
