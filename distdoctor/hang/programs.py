@@ -35,7 +35,7 @@ class HangCase:
         return lines[0]
 
 
-CASES = [
+BUILT_ON = [  # the programs the doctor was built on
     HangCase("hang_rank0_eval", 2, (0,), "rank_conditional_collective", "if rank == 0:"),
     HangCase("hang_uneven_shards", 3, (0,), "dataloader_uneven", "for batch in batches:"),
     HangCase("hang_checkpoint_rank0", 2, (0,), "checkpoint_all_ranks", "if is_main_process():"),
@@ -58,7 +58,6 @@ CASES = [
     HangCase("hang_init_address", 2, (), "rendezvous_unreachable",
              'dist.init_process_group("gloo", init_method=address, rank=rank, world_size=world)', in_init=True),
 ]
-BY_NAME = {c.name: c for c in CASES}
 
 # Shapes the doctor was not built on (helper hangs2, 2026-11-27): the expected answers were written before the
 # doctor first saw these programs; docs/hang-generalization.md keeps its first answers beside them.
@@ -75,3 +74,5 @@ GENERALIZATION = [
     HangCase("hang_loader_exhausted", 3, (1,), "dataloader_uneven", "while True:"),
     HangCase("hang_wait_marker_file", 2, (0,), "collective_timeout", "while not os.path.exists(marker):"),
 ]
+CASES = BUILT_ON + GENERALIZATION
+BY_NAME = {c.name: c for c in CASES}

@@ -79,8 +79,8 @@ def enclosing(file: str | None, line: int | None) -> tuple[Block, ...]:
 
 
 def _function_start(spans: tuple[dict, ...], line: int) -> int:
-    """The first line of the innermost function around `line` (1: the module)."""
-    return max((s["start"] for s in spans if s["kind"] == "def" and s["start"] <= line <= s["end"]), default=1)
+    """The first line of the innermost function around `line` (0: the module)."""
+    return max((s["start"] for s in spans if s["kind"] == "def" and s["start"] <= line <= s["end"]), default=0)
 
 
 def _own(spans: tuple[dict, ...], s: dict, line: int) -> bool:
