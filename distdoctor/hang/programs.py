@@ -76,3 +76,12 @@ GENERALIZATION = [
 ]
 CASES = BUILT_ON + GENERALIZATION
 BY_NAME = {c.name: c for c in CASES}
+
+# A second round (helper hangs2, 2026-11-27), written after the rules that the first round led to: its expected
+# answers were committed before the changed doctor first saw it (docs/hang-generalization.md, round 2).
+ROUND2 = [
+    HangCase("hang_gather_unpicklable", 3, (1,), "rank_conditional_collective", "except Exception as exc:"),
+    HangCase("hang_data_early_return", 3, (1,), "rank_conditional_collective", "if batch.numel() == 0:"),
+    HangCase("hang_join_worker", 2, (1,), "collective_timeout", "worker.join()"),
+    HangCase("hang_store_get", 2, (0,), "collective_timeout", 'path = store.get("best_checkpoint")'),
+]
