@@ -18,7 +18,8 @@ from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang.frames import fill
 from distdoctor.hang.model import HostSnapshot
 from distdoctor.hang.programs import BY_NAME, CASES
-from distdoctor.hang.source import debug_call, enclosing, exit_guards, skipping_handlers
+from distdoctor.hang.source import (debug_call, enclosing, exit_guards, in_function_of, skipping_handlers,
+                                    swallowing_handlers)
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "hang"
@@ -196,6 +197,27 @@ def test_source_reading_finds_skipping_handlers_polling_loops_and_own_guards(tmp
     assert [(b.kind, b.line, b.forever) for b in enclosing(str(src), 21)][-1] == ("while", 20, True)
     assert all(b.kind != "except" for b in enclosing(str(src), 9))
     assert exit_guards(str(src), 22) == ()  # a module-level frame does not see the ifs inside functions
+
+
+def test_source_reading_finds_exits_on_data_and_handlers_that_swallow(tmp_path):
+    src = tmp_path / "train.py"
+    src.write_text("def step(batch):\n"                     # 1
+                   "    if batch.numel() == 0:\n"           # 2  an exit on data
+                   "        return\n"
+                   "    try:\n"
+                   "        dist.all_reduce(batch)\n"       # 5
+                   "    except RuntimeError as exc:\n"      # 6  goes on
+                   "        print(exc)\n"
+                   "    except KeyError:\n"                 # 8  re-raises: no skip
+                   "        raise\n"
+                   "    dist.barrier()\n"                   # 10
+                   "def main():\n"                          # 11
+                   "    step(x)\n")                         # 12
+    assert exit_guards(str(src), 5) == ()  # not on the rank
+    assert [(b.line, b.on_rank) for b in exit_guards(str(src), 5, any_test=True)] == [(2, False)]
+    assert [(b.line, b.header) for b in swallowing_handlers(str(src), 5)] == [(6, "except RuntimeError as exc:")]
+    assert swallowing_handlers(str(src), 10) == ()
+    assert in_function_of(str(src), 5, 10) and not in_function_of(str(src), 5, 12)
 
 
 def test_user_code_called_back_inside_a_collective_is_user_code():

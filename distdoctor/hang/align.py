@@ -28,7 +28,8 @@ from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang import init_wait
 from distdoctor.hang.frames import GROUP_OPS, called_back, short
 from distdoctor.hang.model import GONE, INIT, USER, WAITING, Frame, HostSnapshot, RankSnapshot
-from distdoctor.hang.source import Block, debug_call, enclosing, exit_guards, line_text, skipping_handlers
+from distdoctor.hang.source import (Block, debug_call, enclosing, exit_guards, in_function_of, line_text,
+                                    skipping_handlers, swallowing_handlers)
 
 SAVE_LIKE = re.compile(r"save|checkpoint|state_dict|consolidate|serializ", re.IGNORECASE)
 LOGGER_LIKE = re.compile(r"logger|wandb|mlflow|tensorboard|summarywriter|neptune|comet|clearml|aim_run|"
@@ -126,6 +127,26 @@ def _split_branches(odd: RankSnapshot, others: list[RankSnapshot]) -> list[tuple
               if b.kind == "if"}
     return [(f, Block(b.kind, b.file, b.line, b.header, b.on_rank, "split")) for f, blocks in _chains(odd)
             for b in blocks if b.kind == "if" and theirs.get(b.key, b.branch) != b.branch]
+
+
+def _skipped(odd: RankSnapshot, others: list[RankSnapshot]) -> tuple[Block, RankSnapshot, RankSnapshot] | None:
+    """Why some ranks are past the collective other ranks wait in, read around the waiting ranks' frame: an
+    early exit above it (`if batch.numel() == 0: return`, a test on anything) in a function the ranks past it
+    have left, or an except clause around it that does not re-raise (a rank that raised went on). Returns
+    (the block, a waiting rank, a rank past it), the waiting ranks being the others or the odd ones."""
+    for at, past in [(o, odd) for o in others[:1]] + [(odd, o) for o in others[:1]]:
+        if not at.file:
+            continue
+        left = not any(f.file == at.file and in_function_of(at.file, at.line, f.line) for f in past.path)
+        guards = exit_guards(at.file, at.line, any_test=True) if left else ()
+        if guards:
+            return guards[-1], at, past
+        beyond = all(f.file != at.file or not in_function_of(at.file, at.line, f.line) or f.line > at.line
+                     for f in past.path)
+        handlers = swallowing_handlers(at.file, at.line) if beyond else ()
+        if handlers:
+            return handlers[0], at, past
+    return None
 
 
 def _prompt(r: RankSnapshot, base: list[str], v: Verdict) -> None:
@@ -299,6 +320,18 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
             ev.append("the loop runs over data split by rank")
         v.causes = [Cause("dataloader_uneven", 0.85, ev), Cause("rank_conditional_collective", 0.4, base)]
         v.location = _location(loop.file, loop.line, "the loop the ranks ran a different number of times")
+    elif (skipped := _skipped(r, others)) is not None:
+        block, at, past = skipped
+        how = (f"`{block.header}` at {short(block.file)}:{block.line} above {at.op} ends in an early exit: "
+               f"{_label(past)} took it and went on to its next collective, {_label(at)} did not") \
+            if block.kind == "if" else \
+            (f"`{block.header}` at {short(block.file)}:{block.line} catches an error raised around {at.op} and "
+             f"goes on: a rank that raised there ({_label(past)}) skipped the collective, the others wait in it")
+        if block.kind == "if" and not block.on_rank:
+            how += " (the test is on data, which differs by rank)"
+        v.causes = [Cause("rank_conditional_collective", 0.75, base + [how])]
+        v.location = _location(block.file, block.line, "the exit that took some ranks past the collective"
+                               if block.kind == "if" else "the except clause that let a rank skip the collective")
     else:
         v.causes = [Cause("rank_conditional_collective", 0.6, base + [
             "no branch or loop around the frames explains it (source not readable here, or the path differs "

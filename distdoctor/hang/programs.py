@@ -74,8 +74,6 @@ GENERALIZATION = [
     HangCase("hang_loader_exhausted", 3, (1,), "dataloader_uneven", "while True:"),
     HangCase("hang_wait_marker_file", 2, (0,), "collective_timeout", "while not os.path.exists(marker):"),
 ]
-CASES = BUILT_ON + GENERALIZATION
-BY_NAME = {c.name: c for c in CASES}
 
 # A second round (helper hangs2, 2026-11-27), written after the rules that the first round led to: its expected
 # answers were committed before the changed doctor first saw it (docs/hang-generalization.md, round 2).
@@ -85,3 +83,5 @@ ROUND2 = [
     HangCase("hang_join_worker", 2, (1,), "collective_timeout", "worker.join()"),
     HangCase("hang_store_get", 2, (0,), "collective_timeout", 'path = store.get("best_checkpoint")'),
 ]
+CASES = BUILT_ON + GENERALIZATION + ROUND2
+BY_NAME = {c.name: c for c in CASES}

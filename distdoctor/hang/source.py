@@ -33,7 +33,7 @@ class Block:
         return self.file, self.line
 
 
-SCAN_VERSION = 3  # bump when source_scan records more: older cache entries are then read again
+SCAN_VERSION = 4  # bump when source_scan records more: older cache entries are then read again
 
 
 def _cache_dir() -> Path:
@@ -89,17 +89,38 @@ def _own(spans: tuple[dict, ...], s: dict, line: int) -> bool:
     return _function_start(spans, s["start"]) == _function_start(spans, line)
 
 
-def exit_guards(file: str | None, line: int | None) -> tuple[Block, ...]:
-    """The `if`s on the rank that end in return/continue/break/raise, above file:line in the innermost function
-    around it (not in a function nested in it) and not enclosing it (`if rank != 0: return` before a barrier):
-    ranks that took them never got to the line."""
+def exit_guards(file: str | None, line: int | None, any_test: bool = False) -> tuple[Block, ...]:
+    """The `if`s on the rank (any_test: on anything, data too) that end in return/continue/break/raise, above
+    file:line in the innermost function around it (not in a function nested in it) and not enclosing it
+    (`if rank != 0: return` before a barrier): ranks that took them never got to the line."""
     spans = _spans(file) if file and line else None
     if not spans:
         return ()
     lo = _function_start(spans, line)
-    return tuple(Block("if", file, s["line"], s["header"], True, "body") for s in spans
-                 if s["kind"] == "if" and s.get("exits") and s["on_rank"] and lo <= s["start"] and s["end"] < line
-                 and _own(spans, s, line))
+    return tuple(Block("if", file, s["line"], s["header"], s["on_rank"], "body") for s in spans
+                 if s["kind"] == "if" and s.get("exits") and (s["on_rank"] or any_test) and lo <= s["start"]
+                 and s["end"] < line and _own(spans, s, line))
+
+
+def in_function_of(file: str | None, line: int | None, other: int | None) -> bool:
+    """Whether line `other` of file lies in the innermost function around `line` (the module counts as one)."""
+    spans = _spans(file) if file and line and other else None
+    if not spans:
+        return False
+    start = _function_start(spans, line)
+    end = max((s["end"] for s in spans if s["kind"] == "def" and s["start"] == start), default=10 ** 9)
+    return start <= other <= end and _function_start(spans, other) == start
+
+
+def swallowing_handlers(file: str | None, line: int | None) -> tuple[Block, ...]:
+    """The except clauses of the innermost function around file:line whose try body holds the line and that do
+    not re-raise: a rank that raised in that body went on past the try, without the line's call."""
+    spans = _spans(file) if file and line else None
+    if not spans:
+        return ()
+    return tuple(Block("except", file, s["line"], s["header"], False, "exit") for s in spans
+                 if s["kind"] == "except" and s.get("tried") and s["tried"][0] <= line <= s["tried"][1]
+                 and s.get("exits") != "raise" and _own(spans, s, line))
 
 
 def skipping_handlers(file: str | None, loop_line: int | None, before: int | None = None) -> tuple[Block, ...]:

@@ -94,15 +94,19 @@ class _Spans(cst.CSTVisitor):
         self.spans[-1]["forever"] = (isinstance(test, cst.Name) and test.value == "True") or \
             (isinstance(test, cst.Integer) and test.evaluated_value != 0)
 
-    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        """An except clause (kind "except"): its header, and the statement that ends it when it leaves the loop or
-        function (`continue` skips the rest of the loop's body)."""
+    def visit_Try(self, node: cst.Try) -> None:
+        """Each except clause (kind "except"): its header, the lines of the try body it guards (`tried`), the
+        statement that ends it when it leaves the loop or function (`continue` skips the rest of the loop's body)
+        and the names it catches."""
         code = self.module.code_for_node
-        kind = code(node.type) if node.type is not None else ""
-        name = f" as {code(node.name.name)}" if node.name is not None else ""
-        self._add(node, "except", node, f"except {kind}{name}:" if kind else "except:", False, node.body)
-        self.spans[-1]["exits"] = _exits(node.body)
-        self.spans[-1]["catches"] = [n for n in _names(node.type)] if node.type is not None else []
+        for handler in node.handlers:
+            kind = code(handler.type) if handler.type is not None else ""
+            name = f" as {code(handler.name.name)}" if handler.name is not None else ""
+            self._add(handler, "except", handler, f"except {kind}{name}:" if kind else "except:", False,
+                      handler.body)
+            self.spans[-1]["exits"] = _exits(handler.body)
+            self.spans[-1]["catches"] = _names(handler.type) if handler.type is not None else []
+            self.spans[-1]["tried"] = list(self._lines(node.body))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         decorators = [self.module.code_for_node(d.decorator) for d in node.decorators]
