@@ -2,7 +2,7 @@
 all_reduce: on rank 1 the batch is empty, so rank 1 goes on to the end-of-epoch barrier while ranks 0 and 2 wait
 in the step's all_reduce. The test is on data, not on the rank. Run with 3 ranks.
 Expected: odd rank 1, cause rank_conditional_collective, location: the `if batch.numel() == 0:` line.
-"""
+The shape, in a public thread: https://github.com/bo-ke/llm-internal-medicine/pull/45 """
 from datetime import timedelta
 
 import torch

@@ -1,8 +1,8 @@
 """Rank 1 hits a bad sample at step 3: the step's try/except logs the error and `continue`s, skipping that step's
 all_reduce. From then on rank 1 is one collective ahead: it leaves the loop first and waits in the final barrier
-while ranks 0 and 2 wait in their last all_reduce (a swallowed exception that skips a collective on one rank). Run with 3
-ranks. Expected: odd rank 1, cause rank_conditional_collective, location: the `except ValueError as exc:` line.
-"""
+while ranks 0 and 2 wait in their last all_reduce (a swallowed exception skips a collective on one rank). 3 ranks.
+Expected: odd rank 1, cause rank_conditional_collective, location: the `except ValueError as exc:` line.
+The shape, in a public thread: https://github.com/Lightning-AI/pytorch-lightning/issues/6430 """
 from datetime import timedelta
 
 import torch

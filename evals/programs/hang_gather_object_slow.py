@@ -3,7 +3,7 @@ pickling takes minutes (here: a __getstate__ that walks a huge structure), so ra
 serialisation, in the user's code, while rank 0 waits in the gather. Run with 2 ranks.
 Expected: odd rank 1, cause collective_timeout (a straggler in its own code, called from inside the collective),
 location: the `while total < self.size:  # serialise every record` line in __getstate__.
-"""
+The shape, in a public thread: https://github.com/pytorch/pytorch/pull/150815 """
 from datetime import timedelta
 
 import torch.distributed as dist

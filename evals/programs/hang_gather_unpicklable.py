@@ -2,7 +2,7 @@
 and goes on; rank 1's summary holds a lambda, which cannot be pickled, so rank 1 raises before it joins the
 gather, logs it and goes on to the barrier, while ranks 0 and 2 wait in all_gather_object. Run with 3 ranks.
 Expected: odd rank 1, cause rank_conditional_collective, location: the `except Exception as exc:` line.
-"""
+The shape, in a public thread: https://github.com/NVIDIA/TensorRT-LLM/pull/7507 """
 from datetime import timedelta
 
 import torch.distributed as dist

@@ -1,7 +1,7 @@
 """Each rank iterates its own DataLoader with `while True: next(it)` and leaves the loop on StopIteration; rank 1's
 shard is shorter, so it leaves first and waits in the final barrier while ranks 0 and 2 wait in the loop's
 all_reduce. Run with 3 ranks. Expected: odd rank 1, cause dataloader_uneven, location: the `while True:` line.
-"""
+The shape, in a public thread: https://github.com/horovod/horovod/issues/3980 """
 from datetime import timedelta
 
 import torch

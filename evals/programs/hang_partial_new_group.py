@@ -1,7 +1,7 @@
 """Only rank 0 builds the evaluation group (dist.new_group, which every rank of the job must call), so rank 0
 waits in new_group for rank 1, and rank 1 has gone on to the training all_reduce. Run with 2 ranks.
 Expected: odd rank 0, cause rank_conditional_collective, location: the `if rank == 0:` line.
-"""
+The shape, in a public thread: https://github.com/pytorch/pytorch/issues/25390 """
 from datetime import timedelta
 
 import torch
