@@ -18,7 +18,8 @@ from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang.frames import fill
 from distdoctor.hang.model import HostSnapshot
 from distdoctor.hang.programs import BY_NAME, CASES
-from distdoctor.hang.source import debug_call, enclosing, exit_guards
+from distdoctor.hang.source import (debug_call, enclosing, exit_guards, in_function_of, skipping_handlers,
+                                    swallowing_handlers)
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "hang"
@@ -163,6 +164,74 @@ def test_source_reading_finds_early_exits_on_the_rank_and_debugger_stops(tmp_pat
     assert (debug_call(str(src), 8).line, debug_call(str(src), 8).header) == (7, "pdb.set_trace()")
     assert debug_call(str(src), 11) is None
     assert all(b.kind != "debug" for b in enclosing(str(src), 7))
+
+
+def test_source_reading_finds_skipping_handlers_polling_loops_and_own_guards(tmp_path):
+    src = tmp_path / "train.py"
+    src.write_text("def load(rank):\n"                      # 1
+                   "    if rank == 1:\n"                    # 2  exits, in load: not main's guard
+                   "        raise ValueError('bad')\n"
+                   "def main(rank, it):\n"                  # 4
+                   "    for step in range(9):\n"            # 5
+                   "        try:\n"
+                   "            x = load(rank)\n"
+                   "        except ValueError as exc:\n"    # 8  skips the rest of the pass
+                   "            continue\n"
+                   "        except KeyError:\n"             # 10 does not exit
+                   "            x = None\n"
+                   "        for y in it:\n"                 # 12
+                   "            try:\n"
+                   "                pass\n"
+                   "            except OSError:\n"          # 15 continues the inner loop only
+                   "                continue\n"
+                   "        dist.all_reduce(x)\n"           # 17
+                   "    while not ready():\n"               # 18
+                   "        time.sleep(1)\n"
+                   "    while True:\n"                      # 20
+                   "        break\n"
+                   "main(0, [])\n")                         # 22
+    assert [(b.line, b.header) for b in skipping_handlers(str(src), 5)] == [(8, "except ValueError as exc:")]
+    assert skipping_handlers(str(src), 5, before=8) == ()
+    assert skipping_handlers(str(src), 18) == () and skipping_handlers(str(src), 99) == ()
+    assert [(b.kind, b.line, b.forever) for b in enclosing(str(src), 19)][-1] == ("while", 18, False)
+    assert [(b.kind, b.line, b.forever) for b in enclosing(str(src), 21)][-1] == ("while", 20, True)
+    assert all(b.kind != "except" for b in enclosing(str(src), 9))
+    assert exit_guards(str(src), 22) == ()  # a module-level frame does not see the ifs inside functions
+
+
+def test_source_reading_finds_exits_on_data_and_handlers_that_swallow(tmp_path):
+    src = tmp_path / "train.py"
+    src.write_text("def step(batch):\n"                     # 1
+                   "    if batch.numel() == 0:\n"           # 2  an exit on data
+                   "        return\n"
+                   "    try:\n"
+                   "        dist.all_reduce(batch)\n"       # 5
+                   "    except RuntimeError as exc:\n"      # 6  goes on
+                   "        print(exc)\n"
+                   "    except KeyError:\n"                 # 8  re-raises: no skip
+                   "        raise\n"
+                   "    dist.barrier()\n"                   # 10
+                   "def main():\n"                          # 11
+                   "    step(x)\n")                         # 12
+    assert exit_guards(str(src), 5) == ()  # not on the rank
+    assert [(b.line, b.on_rank) for b in exit_guards(str(src), 5, any_test=True)] == [(2, False)]
+    assert [(b.line, b.header) for b in swallowing_handlers(str(src), 5)] == [(6, "except RuntimeError as exc:")]
+    assert swallowing_handlers(str(src), 10) == ()
+    assert in_function_of(str(src), 5, 10) and not in_function_of(str(src), 5, 12)
+
+
+def test_user_code_called_back_inside_a_collective_is_user_code():
+    from distdoctor.hang.frames import called_back
+    from distdoctor.hang.model import Frame, RankSnapshot
+
+    c10d = f"{TORCH}/distributed/distributed_c10d.py"
+    frames = [Frame("/home/u/train.py", 18, "Results.__getstate__"), Frame(c10d, 10, "_object_to_tensor"),
+              Frame(c10d, 20, "all_gather_object"), Frame(f"{TORCH}/distributed/c10d_logger.py", 5, "wrapper"),
+              Frame("/home/u/train.py", 30, "main")]
+    assert called_back(frames) == "all_gather_object"
+    snap = fill(RankSnapshot(1, 1, "h"), frames)
+    assert (snap.state, snap.op, snap.line) == ("user code", None, 18)
+    assert called_back(frames[1:]) is None
 
 
 @pytest.mark.parametrize("args, words", [

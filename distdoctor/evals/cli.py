@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agentic-dir", metavar="DIR", default=None, help="agentic case folder or file "
                    "(default evals/agentic)")
     p.add_argument("--no-loop", action="store_true", help="with --e2e: leave out the closed loop of evals/e2e.yaml")
+    p.add_argument("--hang-only", action="store_true", help="with --e2e: of the closed loop only the live-hang "
+                   "cases, one job at a time (for a small machine), and no agentic case unless --agentic")
     p.add_argument("--kind", action="append", choices=("short_log", "words", "large_log", "hang", "fix"),
                    help="only cases of this kind (repeatable)")
     p.add_argument("--ablate-skill", action="store_true", help="with --agent-cmd or --agent: run every case twice, "
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.kind:
         cases = [c for c in cases if ("short_log" if c.log.strip() else "words") in args.kind]
     agentic_cases = None
-    if args.agentic or args.e2e or args.ablate_skill or args.agentic_dir:
+    if args.agentic or args.e2e and not args.hang_only or args.ablate_skill or args.agentic_dir:
         from distdoctor.evals import agentic
 
         try:
@@ -149,7 +151,11 @@ def main(argv: list[str] | None = None) -> int:
 
     kinds = by_kind(result, agentic_results)
     loop = None
-    if args.e2e and not args.no_loop:
+    if args.e2e and args.hang_only and not args.no_loop:
+        from distdoctor.evals import hang_cases
+
+        loop = hang_cases.run_all(progress=not args.quiet, together=False)
+    elif args.e2e and not args.no_loop:
         from distdoctor.evals import e2e
 
         try:

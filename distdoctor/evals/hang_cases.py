@@ -66,18 +66,27 @@ def _one(case: HangCase, job: jobs.Job, env: dict, say) -> LoopResult:
     return res
 
 
-def run_all(progress: bool = True) -> list[LoopResult]:
-    """Every hang case; the jobs start together (they mostly wait), each is diagnosed and killed in turn."""
+def _start(case: HangCase) -> tuple[HangCase, jobs.Job, dict]:
+    tmp = Path(tempfile.mkdtemp(prefix=f"distdoctor-{case.name}-"))
+    env = {"TORCH_FR_DUMP_TEMP_FILE": str(tmp / "trace_")} if case.flight_recorder else {}
+    return case, jobs.start(case.program, case.nproc, env, log_dir=tmp, stdin_open=case.stdin_open), env
+
+
+def run_all(progress: bool = True, together: bool = True) -> list[LoopResult]:
+    """Every hang case; the jobs start together (they mostly wait), each is diagnosed and killed in turn;
+    together=False: one job at a time, started, diagnosed and killed before the next (a small machine)."""
     def say(name: str):
         return lambda msg: print(f"[e2e] {name}: {msg}", file=sys.stderr, flush=True) if progress else None
 
     started = []
     try:
-        for case in CASES:
-            tmp = Path(tempfile.mkdtemp(prefix=f"distdoctor-{case.name}-"))
-            env = {"TORCH_FR_DUMP_TEMP_FILE": str(tmp / "trace_")} if case.flight_recorder else {}
-            job = jobs.start(case.program, case.nproc, env, log_dir=tmp, stdin_open=case.stdin_open)
-            started.append((case, job, env))
+        if not together:
+            out = []
+            for case in CASES:
+                started.append(_start(case))
+                out.append(_one(*started[-1], say(case.program.name)))
+            return out
+        started = [_start(case) for case in CASES]
         return [_one(case, job, env, say(case.program.name)) for case, job, env in started]
     finally:
         for _, job, _ in started:

@@ -4,12 +4,15 @@ that diverged, or the odd rank's own frame when nothing diverged in the code.
 
 Rules, in order:
 1. a rank the launcher started has no process (exited, zombie): peer_died_first;
-2. some ranks wait in a collective while others are in no collective (user code, I/O, data loading):
-   the latter are stragglers — logger_init_all_ranks when they are inside a logger's set-up,
-   checkpoint_all_ranks inside a save, collective_timeout otherwise;
-3. ranks wait at different (operation, call site): the minority is odd; the user's source around its
-   frames says why — a branch on the rank (rank_conditional_collective, or checkpoint_all_ranks when the
-   guarded call saves), a loop the others have left or not yet left (dataloader_uneven);
+2. some ranks wait in a collective while others are in no collective (user code, I/O, data loading, their own
+   code called back from inside a collective such as an object's pickling): the latter are stragglers —
+   logger_init_all_ranks when they are inside a logger's set-up, checkpoint_all_ranks inside a save,
+   collective_timeout otherwise (at the `while` it polls in, when its frame is directly in one);
+3. ranks wait at different (operation, call site; a rank in new_group waits too): the minority is odd; the
+   user's source around its frames says why — a branch on the rank (rank_conditional_collective, or
+   checkpoint_all_ranks when the guarded call saves), a branch on data whose sides call different collectives,
+   an except clause that `continue`s past the collective in the loop the ranks are at different passes of
+   (rank_conditional_collective), a loop the others have left or not yet left (dataloader_uneven);
 4. every rank in init_process_group: the start-up phase and the arguments the ranks passed (init_wait);
 5. every rank at the same call site: the Flight Recorder traces name the first collective whose operation,
    sizes or dtypes differ, or a rank that never got there.
@@ -23,9 +26,10 @@ from dataclasses import dataclass, field
 
 from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang import init_wait
-from distdoctor.hang.frames import short
-from distdoctor.hang.model import GONE, INIT, WAITING, Frame, HostSnapshot, RankSnapshot
-from distdoctor.hang.source import Block, debug_call, enclosing, exit_guards, line_text
+from distdoctor.hang.frames import GROUP_OPS, called_back, short
+from distdoctor.hang.model import GONE, INIT, USER, WAITING, Frame, HostSnapshot, RankSnapshot
+from distdoctor.hang.source import (Block, debug_call, enclosing, exit_guards, in_function_of, line_text,
+                                    skipping_handlers, swallowing_handlers)
 
 SAVE_LIKE = re.compile(r"save|checkpoint|state_dict|consolidate|serializ", re.IGNORECASE)
 LOGGER_LIKE = re.compile(r"logger|wandb|mlflow|tensorboard|summarywriter|neptune|comet|clearml|aim_run|"
@@ -115,13 +119,34 @@ def _exit_guards(odd: RankSnapshot, others: list[RankSnapshot]) -> list[tuple[Fr
 
 
 def _split_branches(odd: RankSnapshot, others: list[RankSnapshot]) -> list[tuple[Frame, Block]]:
-    """An `if` on the rank that the odd rank and another rank are both inside, in different branches (rank 0
-    all_reduce then broadcast, the others the reverse): branch "split". Only when their operations differ: the
-    same operation in both branches pairs up and is no cause."""
+    """An `if` that the odd rank and another rank are both inside, in different branches (rank 0 all_reduce then
+    broadcast, the others the reverse; a barrier where a value is None, an all_reduce where it is not): branch
+    "split", on_rank as the test reads the rank or data. Only when their operations differ: the same operation in
+    both branches pairs up and is no cause."""
     theirs = {b.key: b.branch for o in others if o.op != odd.op for _, blocks in _chains(o) for b in blocks
               if b.kind == "if"}
-    return [(f, Block(b.kind, b.file, b.line, b.header, True, "split")) for f, blocks in _chains(odd)
-            for b in blocks if b.kind == "if" and b.on_rank and theirs.get(b.key, b.branch) != b.branch]
+    return [(f, Block(b.kind, b.file, b.line, b.header, b.on_rank, "split")) for f, blocks in _chains(odd)
+            for b in blocks if b.kind == "if" and theirs.get(b.key, b.branch) != b.branch]
+
+
+def _skipped(odd: RankSnapshot, others: list[RankSnapshot]) -> tuple[Block, RankSnapshot, RankSnapshot] | None:
+    """Why some ranks are past the collective other ranks wait in, read around the waiting ranks' frame: an
+    early exit above it (`if batch.numel() == 0: return`, a test on anything) in a function the ranks past it
+    have left, or an except clause around it that does not re-raise (a rank that raised went on). Returns
+    (the block, a waiting rank, a rank past it), the waiting ranks being the others or the odd ones."""
+    for at, past in [(o, odd) for o in others[:1]] + [(odd, o) for o in others[:1]]:
+        if not at.file:
+            continue
+        left = not any(f.file == at.file and in_function_of(at.file, at.line, f.line) for f in past.path)
+        guards = exit_guards(at.file, at.line, any_test=True) if left else ()
+        if guards:
+            return guards[-1], at, past
+        beyond = all(f.file != at.file or not in_function_of(at.file, at.line, f.line) or f.line > at.line
+                     for f in past.path)
+        handlers = swallowing_handlers(at.file, at.line) if beyond else ()
+        if handlers:
+            return handlers[0], at, past
+    return None
 
 
 def _prompt(r: RankSnapshot, base: list[str], v: Verdict) -> None:
@@ -137,6 +162,16 @@ def _prompt(r: RankSnapshot, base: list[str], v: Verdict) -> None:
               if guarded else "only this rank asks; the others went on")
     v.causes = [Cause("prompt_on_one_rank", 0.9, ev), Cause("collective_timeout", 0.3, base)]
     v.location = _location(r.file, r.line, "the question this rank waits to have answered")
+
+
+def _polling_loop(r: RankSnapshot) -> Block | None:
+    """A rank in its own code directly in the body of a `while` with a condition (not `while True:`) in that
+    frame's function: the loop it does not leave (polling for a file, a busy loop); None otherwise."""
+    if r.state != USER or not r.file:
+        return None
+    blocks = enclosing(r.file, r.line)
+    inner = blocks[-1] if blocks else None
+    return inner if inner is not None and inner.kind == "while" and not inner.forever else None
 
 
 def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdict) -> None:
@@ -184,6 +219,10 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
                     Cause("collective_timeout", 0.6, base)]
         v.location = _location(r.file, r.line, "the straggler's own frame")
     else:
+        inside = called_back(r.frames)
+        if inside:
+            base.append(f"its own code runs inside {inside} (called back by it: pickling its object, a hook): "
+                        f"the collective waits for that code to finish")
         ev = base + ["a straggler: the others' collective is not mismatched, it waits for this rank's "
                      + ("data loading" if r.state == "data loading" else
                         "lock, queue or event (its main thread sleeps in futex: something else must release it)"
@@ -198,9 +237,14 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
         if w:
             ev.append(f"its DataLoader worker (pid {w.get('pid')}) is in the dataset's code: "
                       f"{short(w.get('file'))}:{w.get('line')} in {w.get('function')}")
+        poll = _polling_loop(r)
+        if poll is not None and not w:
+            ev.append(f"it is in `{poll.header}` at {short(poll.file)}:{poll.line}, at line {r.line}: a loop whose "
+                      "condition has not become false (a file, flag or value another process was to provide)")
         v.causes = [Cause("collective_timeout", 0.8, ev)]
         v.location = _location(w.get("file"), w.get("line"), f"where rank {r.rank}'s DataLoader worker is") \
-            if w else _location(r.file, r.line, "the straggler's own frame")
+            if w else _location(poll.file, poll.line, "the loop the straggler does not leave") if poll else \
+            _location(r.file, r.line, "the straggler's own frame")
     v.odd_ranks = sorted(x.rank for x in late if x.rank is not None)
     v.summary = f"{', '.join(_label(x) for x in late)} never reached the collective the others wait in" + \
         {"debugger_on_one_rank": ": stopped in a debugger", "prompt_on_one_rank": ": waiting for typed input"}.get(
@@ -222,11 +266,16 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
     v.odd_ranks = sorted(x.rank for x in odd if x.rank is not None)
     theirs = Counter(f"{o.op or o.state} at {short(o.file)}:{o.line}" for o in others).most_common(1)[0][0]
     base = [f"{', '.join(_label(x) for x in odd)}: {_doing(r)}", f"the other ranks: {theirs}"]
-    guard = next((b for _, b in blocks if b.on_rank), None)
-    loop = next((b for _, b in blocks if b.kind in ("for", "while")), None)
+    guard = next((b for _, b in blocks if b.on_rank), None) or \
+        next((b for _, b in blocks if b.branch == "split"), None)  # a branch on data that splits the ranks
+    loop, inside = next((b for _, b in blocks if b.kind in ("for", "while")), None), r
     if loop is None:  # the others may still be in a loop this rank has left
         for o in others[:1]:
-            loop = next((b for _, b in _unique_blocks(o, odd) if b.kind in ("for", "while")), None)
+            loop, inside = next((b for _, b in _unique_blocks(o, odd) if b.kind in ("for", "while")), None), o
+    # an except clause in that loop that `continue`s above the collective: a rank that raised there skipped it
+    skip = next(iter(skipping_handlers(loop.file, loop.line, next((f.line for f in inside.path if f.file ==
+                                                                     loop.file and f.line > loop.line), None))),
+                None) if loop is not None and guard is None else None
     if guard is not None:
         where = f"`{guard.header}` at {short(guard.file)}:{guard.line} ({'its body' if guard.branch != 'else' else 'its else branch'})" \
             if guard.kind == "if" else f"`{guard.header}` at {short(guard.file)}:{guard.line}"
@@ -237,6 +286,11 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
         elif guard.branch == "split":
             ev[-1] = (f"the ranks are in different branches of `{guard.header}` at {short(guard.file)}:{guard.line}"
                       ", which call collectives in a different order (collectives pair by order, not by name)")
+            if not guard.on_rank:
+                ev.append("its test is on data, not on the rank: the data differs by rank, so the ranks took "
+                          "different branches")
+        if r.op in GROUP_OPS:
+            ev.append(f"{r.op} is itself collective: every rank of the job must call it, in the same order")
         below = r.path[[f.line for f in r.path].index(guard.line):] if guard.kind == "def" else \
             [f for f in r.path if f.line >= guard.line]
         saving = [f for f in below if SAVE_LIKE.search(f.function)] or \
@@ -249,7 +303,16 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
             v.causes = [Cause("rank_conditional_collective", 0.9, ev + [
                 f"{r.op} is paired with another collective on the other ranks" if guard.branch == "split"
                 else f"{r.op} runs on some ranks only"])]
-        v.location = _location(guard.file, guard.line, "the branch on the rank that sent the odd rank(s) there")
+        v.location = _location(guard.file, guard.line, "the branch on the rank that sent the odd rank(s) there"
+                               if guard.on_rank else "the branch that sent the ranks to different collectives")
+    elif skip is not None:
+        ev = base + [f"`{loop.header}` at {short(loop.file)}:{loop.line}: the ranks are at different passes of this "
+                     "loop (collectives pair by order)",
+                     f"`{skip.header}` at {short(skip.file)}:{skip.line} ends in `continue`: a rank that raised there "
+                     "skipped the rest of that pass and its collective, and is one collective ahead of the others"]
+        v.causes = [Cause("rank_conditional_collective", 0.8, ev), Cause("dataloader_uneven", 0.4, base + ev[1:2])]
+        v.location = _location(skip.file, skip.line, "the except clause that skips the collective on a rank "
+                                                     "that raised")
     elif loop is not None:
         ev = base + [f"`{loop.header}` at {short(loop.file)}:{loop.line}: some ranks are still in this loop and "
                      "the others have left it, so the ranks ran it a different number of times"]
@@ -257,6 +320,18 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
             ev.append("the loop runs over data split by rank")
         v.causes = [Cause("dataloader_uneven", 0.85, ev), Cause("rank_conditional_collective", 0.4, base)]
         v.location = _location(loop.file, loop.line, "the loop the ranks ran a different number of times")
+    elif (skipped := _skipped(r, others)) is not None:
+        block, at, past = skipped
+        how = (f"`{block.header}` at {short(block.file)}:{block.line} above {at.op} ends in an early exit: "
+               f"{_label(past)} took it and went on to its next collective, {_label(at)} did not") \
+            if block.kind == "if" else \
+            (f"`{block.header}` at {short(block.file)}:{block.line} catches an error raised around {at.op} and "
+             f"goes on: a rank that raised there ({_label(past)}) skipped the collective, the others wait in it")
+        if block.kind == "if" and not block.on_rank:
+            how += " (the test is on data, which differs by rank)"
+        v.causes = [Cause("rank_conditional_collective", 0.75, base + [how])]
+        v.location = _location(block.file, block.line, "the exit that took some ranks past the collective"
+                               if block.kind == "if" else "the except clause that let a rank skip the collective")
     else:
         v.causes = [Cause("rank_conditional_collective", 0.6, base + [
             "no branch or loop around the frames explains it (source not readable here, or the path differs "
@@ -299,7 +374,9 @@ def analyse(snap: HostSnapshot) -> Verdict:
                                                                                        x.rank is not None)}
                 for k, g in sorted(groups_of(alive).items(), key=lambda kv: -len(kv[1]))]
     waiting = [r for r in alive if r.state in WAITING]
-    late = [r for r in alive if r.state not in WAITING and r.state != "unknown"]
+    if waiting:  # a rank in new_group while others wait in collectives: it waits for the others too
+        waiting += [r for r in alive if r.state == INIT and r.op in GROUP_OPS]
+    late = [r for r in alive if r not in waiting and r.state != "unknown"]
     if gone:
         v.odd_ranks = gone
         states = {r.rank: r.state for r in ranks}

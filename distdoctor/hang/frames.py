@@ -15,6 +15,7 @@ C10D = ("torch/distributed/distributed_c10d.py", "torch/distributed/c10d_logger.
 P2P_OPS = {"send", "recv", "isend", "irecv", "batch_isend_irecv", "send_object_list", "recv_object_list"}
 BARRIER_OPS = {"barrier", "monitored_barrier"}
 INIT_OPS = {"init_process_group", "new_group", "new_subgroups", "new_subgroups_by_enumeration", "init_device_mesh"}
+GROUP_OPS = INIT_OPS - {"init_process_group"}  # made after start-up: every rank of the job must call them, like a collective
 
 
 def is_library(file: str) -> bool:
@@ -61,9 +62,25 @@ def pyspy_frames(thread: dict) -> list[Frame]:
             for f in thread.get("frames") or []]
 
 
+def called_back(frames: list[Frame]) -> str | None:
+    """The c10d call a stack (innermost first) is inside of while the user's own code runs below it (an object's
+    __getstate__ pickled by all_gather_object, a hook): the rank is not waiting in that call but running its
+    own code; None otherwise."""
+    for i, f in enumerate(frames):
+        if f.file.endswith(C10D[0]):
+            if any(not is_library(g.file) for g in frames[:i]):
+                return next((_bare(g.function) for g in frames[i:] if g.file.endswith(C10D[0])
+                             and not g.function.startswith("_")), _bare(f.function))
+            return None
+    return None
+
+
 def classify(frames: list[Frame]) -> tuple[str, str | None]:
     """(state, op) of a stack given innermost first. The op is the c10d call nearest the user's code
-    (all_gather_object rather than the all_gather it makes)."""
+    (all_gather_object rather than the all_gather it makes). A stack whose user code runs inside a c10d call
+    (called_back) is in user code."""
+    if called_back(frames):
+        return USER, None
     op = None
     for f in frames:
         if f.file.endswith(C10D[0]) and not f.function.startswith("_"):

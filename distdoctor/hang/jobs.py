@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from distdoctor.hang.frames import GROUP_OPS
 from distdoctor.hang.live import CollectError, collect  # noqa: F401 - collect is re-exported for callers
 from distdoctor.hang.model import INIT, UNKNOWN, WAITING, HostSnapshot
 from distdoctor.procs import descendants, kill_tree
@@ -107,8 +108,9 @@ INIT_POLLS = 4  # a start-up that has not moved for this many polls (seconds apa
 
 def wait_stuck(job: Job | Callable[[], HostSnapshot], timeout: float = 60.0, fr_ranks: int = 0,
                fr_prefix: str | None = None, in_init: bool = False) -> HostSnapshot:
-    """Poll the job's ranks (a Job, or a function that collects them) until some wait for others and nothing
-    moved between two polls (and, with fr_ranks, that many Flight Recorder traces are written). in_init: a job
+    """Poll the job's ranks (a Job, or a function that collects them) until some wait for others (in a
+    collective; a rank in new_group waits too) and nothing moved between two polls (and, with fr_ranks, that
+    many Flight Recorder traces are written). in_init: a job
     that hangs in its start-up; every rank in init_process_group for INIT_POLLS polls in a row is stuck. Raises
     TimeoutError (with the log's tail for a Job) otherwise."""
     deadline = time.monotonic() + timeout
@@ -123,8 +125,8 @@ def wait_stuck(job: Job | Callable[[], HostSnapshot], timeout: float = 60.0, fr_
         except CollectError:
             time.sleep(0.5)
             continue
-        ready = (any(r.state in WAITING for r in snap.ranks) and
-                 all(r.state not in (INIT, UNKNOWN) for r in snap.ranks))
+        ready = (any(r.state in WAITING for r in snap.ranks) and  # a rank in new_group waits like in a collective
+                 all(r.state not in (INIT, UNKNOWN) or r.op in GROUP_OPS for r in snap.ranks))
         if in_init:
             in_init_polls = in_init_polls + 1 if snap.ranks and all(r.state == INIT for r in snap.ranks) else 0
             ready = in_init_polls >= INIT_POLLS

@@ -26,13 +26,14 @@ class Block:
     header: str  # e.g. "if rank == 0:", "for batch in batches:", "def save(...)"
     on_rank: bool = False  # an `if` whose test reads the rank, or a def with a rank-zero-only decorator
     branch: str = ""  # for an if: "body" or "else" (which side the line is on)
+    forever: bool = False  # a while whose test is constant (`while True:`): it ends only by a break or return
 
     @property
     def key(self) -> tuple[str, int]:
         return self.file, self.line
 
 
-SCAN_VERSION = 2  # bump when source_scan records more: older cache entries are then read again
+SCAN_VERSION = 4  # bump when source_scan records more: older cache entries are then read again
 
 
 def _cache_dir() -> Path:
@@ -70,28 +71,74 @@ def enclosing(file: str | None, line: int | None) -> tuple[Block, ...]:
     if not spans:
         return ()
     out = []
-    around = (s for s in spans if s["start"] <= line <= s["end"] and s["kind"] != "debug")
+    around = (s for s in spans if s["start"] <= line <= s["end"] and s["kind"] not in ("debug", "except"))
     for s in sorted(around, key=lambda s: (s["start"], -s["end"])):
         branch = ("body" if s["body"][0] <= line <= s["body"][1] else "else") if s["kind"] == "if" else ""
-        out.append(Block(s["kind"], file, s["line"], s["header"], s["on_rank"], branch))
+        out.append(Block(s["kind"], file, s["line"], s["header"], s["on_rank"], branch, bool(s.get("forever"))))
     return tuple(out)
 
 
 def _function_start(spans: tuple[dict, ...], line: int) -> int:
-    """The first line of the innermost function around `line` (1: the module)."""
-    return max((s["start"] for s in spans if s["kind"] == "def" and s["start"] <= line <= s["end"]), default=1)
+    """The first line of the innermost function around `line` (0: the module)."""
+    return max((s["start"] for s in spans if s["kind"] == "def" and s["start"] <= line <= s["end"]), default=0)
 
 
-def exit_guards(file: str | None, line: int | None) -> tuple[Block, ...]:
-    """The `if`s on the rank that end in return/continue/break/raise, above file:line in the innermost function
-    around it and not enclosing it (`if rank != 0: return` before a barrier): ranks that took them never got
-    to the line."""
+def _own(spans: tuple[dict, ...], s: dict, line: int) -> bool:
+    """Whether span s lies in the innermost function around `line` itself, not in a function defined inside it
+    (or, for a line at module level, not in any function)."""
+    return _function_start(spans, s["start"]) == _function_start(spans, line)
+
+
+def exit_guards(file: str | None, line: int | None, any_test: bool = False) -> tuple[Block, ...]:
+    """The `if`s on the rank (any_test: on anything, data too) that end in return/continue/break/raise, above
+    file:line in the innermost function around it (not in a function nested in it) and not enclosing it
+    (`if rank != 0: return` before a barrier): ranks that took them never got to the line."""
     spans = _spans(file) if file and line else None
     if not spans:
         return ()
     lo = _function_start(spans, line)
-    return tuple(Block("if", file, s["line"], s["header"], True, "body") for s in spans
-                 if s["kind"] == "if" and s.get("exits") and s["on_rank"] and lo <= s["start"] and s["end"] < line)
+    return tuple(Block("if", file, s["line"], s["header"], s["on_rank"], "body") for s in spans
+                 if s["kind"] == "if" and s.get("exits") and (s["on_rank"] or any_test) and lo <= s["start"]
+                 and s["end"] < line and _own(spans, s, line))
+
+
+def in_function_of(file: str | None, line: int | None, other: int | None) -> bool:
+    """Whether line `other` of file lies in the innermost function around `line` (the module counts as one)."""
+    spans = _spans(file) if file and line and other else None
+    if not spans:
+        return False
+    start = _function_start(spans, line)
+    end = max((s["end"] for s in spans if s["kind"] == "def" and s["start"] == start), default=10 ** 9)
+    return start <= other <= end and _function_start(spans, other) == start
+
+
+def swallowing_handlers(file: str | None, line: int | None) -> tuple[Block, ...]:
+    """The except clauses of the innermost function around file:line whose try body holds the line and that do
+    not re-raise: a rank that raised in that body went on past the try, without the line's call."""
+    spans = _spans(file) if file and line else None
+    if not spans:
+        return ()
+    return tuple(Block("except", file, s["line"], s["header"], False, "exit") for s in spans
+                 if s["kind"] == "except" and s.get("tried") and s["tried"][0] <= line <= s["tried"][1]
+                 and s.get("exits") != "raise" and _own(spans, s, line))
+
+
+def skipping_handlers(file: str | None, loop_line: int | None, before: int | None = None) -> tuple[Block, ...]:
+    """The except clauses inside the loop whose header is at loop_line that end in `continue` (of that loop, not
+    of a loop nested in it), above line `before` when given: a rank that raised there skipped the rest of that
+    pass, and the collectives in it."""
+    spans = _spans(file) if file and loop_line else None
+    if not spans:
+        return ()
+    loop = next((s for s in spans if s["kind"] in ("for", "while") and s["line"] == loop_line), None)
+    if loop is None:
+        return ()
+    inner = [s for s in spans if s["kind"] in ("for", "while", "def") and s is not loop
+             and loop["start"] <= s["start"] and s["end"] <= loop["end"]]
+    return tuple(Block("except", file, s["line"], s["header"], False, "exit") for s in spans
+                 if s["kind"] == "except" and s.get("exits") == "continue" and loop["start"] < s["start"]
+                 and s["end"] <= loop["end"] and (before is None or s["start"] < before)
+                 and not any(i["start"] <= s["start"] and s["end"] <= i["end"] for i in inner))
 
 
 def debug_call(file: str | None, line: int | None) -> Block | None:

@@ -36,6 +36,12 @@ class _Names(cst.CSTVisitor):
         self.names.append(node.value)
 
 
+def _names(node: cst.CSTNode) -> list[str]:
+    visitor = _Names()
+    node.visit(visitor)
+    return visitor.names
+
+
 def reads_rank(node: cst.CSTNode) -> bool:
     """Whether an expression reads an identifier that names the rank (a name, attribute or called function)."""
     visitor = _Names()
@@ -84,6 +90,23 @@ class _Spans(cst.CSTVisitor):
 
     def visit_While(self, node: cst.While) -> None:
         self._add(node, "while", node.test, f"while {self.module.code_for_node(node.test)}:", reads_rank(node.test))
+        test = node.test
+        self.spans[-1]["forever"] = (isinstance(test, cst.Name) and test.value == "True") or \
+            (isinstance(test, cst.Integer) and test.evaluated_value != 0)
+
+    def visit_Try(self, node: cst.Try) -> None:
+        """Each except clause (kind "except"): its header, the lines of the try body it guards (`tried`), the
+        statement that ends it when it leaves the loop or function (`continue` skips the rest of the loop's body)
+        and the names it catches."""
+        code = self.module.code_for_node
+        for handler in node.handlers:
+            kind = code(handler.type) if handler.type is not None else ""
+            name = f" as {code(handler.name.name)}" if handler.name is not None else ""
+            self._add(handler, "except", handler, f"except {kind}{name}:" if kind else "except:", False,
+                      handler.body)
+            self.spans[-1]["exits"] = _exits(handler.body)
+            self.spans[-1]["catches"] = _names(handler.type) if handler.type is not None else []
+            self.spans[-1]["tried"] = list(self._lines(node.body))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         decorators = [self.module.code_for_node(d.decorator) for d in node.decorators]
@@ -93,9 +116,10 @@ class _Spans(cst.CSTVisitor):
 
 
 def spans(source: bytes) -> list[dict]:
-    """Every if / for / while / def of a module: kind, start/end lines, header line and text, on_rank, and for
-    an if the lines of its body and the statement that ends it when it exits (`exits`); and every debugger call
-    (kind "debug"). Raises libcst.ParserSyntaxError on a file that does not parse."""
+    """Every if / for / while / def / except of a module: kind, start/end lines, header line and text, on_rank,
+    and for an if or except the lines of its body and the statement that ends it when it exits (`exits`; an
+    except also the names it `catches`); for a while whether its test is constant (`forever`); and every
+    debugger call (kind "debug"). Raises libcst.ParserSyntaxError on a file that does not parse."""
     wrapper = MetadataWrapper(cst.parse_module(source))
     visitor = _Spans(wrapper.module)
     wrapper.visit(visitor)
