@@ -1,8 +1,9 @@
 """Live hangs: each hang program under evals/programs/ really hangs under torchrun (gloo, CPU); once it is
 stuck, `hang.py --pid <agent pid> --json` must name the odd ranks, the cause and the line; then the job's whole
-process tree is killed and nothing may be left. The jobs start together to keep the wall time low. The same stuck
-job then goes through the live-hang case of `run_evals.py --e2e` (distdoctor.evals.hang_cases._one: wait, hang.py,
-score, kill), which must pass too: the e2e test leaves these jobs to this module rather than start them again."""
+process tree is killed and nothing may be left. The jobs start in batches of a few to keep the wall time low
+without overloading the machine. The same stuck job then goes through the live-hang case of `run_evals.py --e2e`
+(distdoctor.evals.hang_cases._one: wait, hang.py, score, kill), which must pass too: the e2e test leaves these
+jobs to this module rather than start them again."""
 from __future__ import annotations
 
 import json
@@ -20,30 +21,47 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.torchrun
 
 
+BATCH = 8  # jobs running at once: 30 jobs of 2-3 ranks started together overload a 2-core machine
+
+
+class Batches:
+    """The selected hang jobs, started BATCH at a time in CASES order: a case's test starts its batch when none of
+    it runs yet (the tests run in that order, each killing its own job)."""
+
+    def __init__(self, cases, tmp_path_factory):
+        self.cases = list(cases)
+        self.tmp = tmp_path_factory
+        self.started: dict = {}
+
+    def job(self, case):
+        if case.name not in self.started:
+            i = [c.name for c in self.cases].index(case.name)
+            for c in self.cases[i:i + BATCH]:
+                if c.name not in self.started:
+                    tmp = self.tmp.mktemp(c.name)
+                    env = {"TORCH_FR_DUMP_TEMP_FILE": str(tmp / "trace_")} if c.flight_recorder else {}
+                    self.started[c.name] = (jobs.start(c.program, c.nproc, env, log_dir=tmp,
+                                                       stdin_open=c.stdin_open), env)
+        return self.started[case.name]
+
+
 @pytest.fixture(scope="module")
 def running(request, tmp_path_factory):
-    """The selected hang jobs (all, or those -k keeps), started at once; killed (whole trees) at the end
+    """The selected hang jobs (all, or those -k keeps), started in batches; killed (whole trees) at the end
     whatever happened."""
     selected = {item.callspec.params["case"].name for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec") and "case" in item.callspec.params}
-    started = {}
+    batches = Batches([c for c in CASES if not selected or c.name in selected], tmp_path_factory)
     try:
-        for case in CASES:
-            if selected and case.name not in selected:
-                continue
-            tmp = tmp_path_factory.mktemp(case.name)
-            env = {"TORCH_FR_DUMP_TEMP_FILE": str(tmp / "trace_")} if case.flight_recorder else {}
-            job = jobs.start(case.program, case.nproc, env, log_dir=tmp, stdin_open=case.stdin_open)
-            started[case.name] = (job, env)
-        yield started
+        yield batches
     finally:
-        for job, _ in started.values():
+        for job, _ in batches.started.values():
             job.kill()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_live_hang_is_named(running, case):
-    job, env = running[case.name]
+    job, env = running.job(case)
     try:
         jobs.wait_stuck(job, 90, fr_ranks=case.nproc if case.flight_recorder else 0, in_init=case.in_init,
                         fr_prefix=env.get("TORCH_FR_DUMP_TEMP_FILE"))
