@@ -72,22 +72,23 @@ def _start(case: HangCase) -> tuple[HangCase, jobs.Job, dict]:
     return case, jobs.start(case.program, case.nproc, env, log_dir=tmp, stdin_open=case.stdin_open), env
 
 
+BATCH = 8  # jobs waiting at once: more (30 jobs of 2-3 ranks, some spinning a core) overload a small machine
+
+
 def run_all(progress: bool = True, together: bool = True) -> list[LoopResult]:
-    """Every hang case; the jobs start together (they mostly wait), each is diagnosed and killed in turn;
+    """Every hang case; the jobs start BATCH at a time (they mostly wait), each is diagnosed and killed in turn;
     together=False: one job at a time, started, diagnosed and killed before the next (a small machine)."""
     def say(name: str):
         return lambda msg: print(f"[e2e] {name}: {msg}", file=sys.stderr, flush=True) if progress else None
 
+    size = BATCH if together else 1
     started = []
+    out = []
     try:
-        if not together:
-            out = []
-            for case in CASES:
-                started.append(_start(case))
-                out.append(_one(*started[-1], say(case.program.name)))
-            return out
-        started = [_start(case) for case in CASES]
-        return [_one(case, job, env, say(case.program.name)) for case, job, env in started]
+        for i in range(0, len(CASES), size):
+            started = [_start(case) for case in CASES[i:i + size]]
+            out += [_one(case, job, env, say(case.program.name)) for case, job, env in started]
+        return out
     finally:
         for _, job, _ in started:
             job.kill()
