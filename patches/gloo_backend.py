@@ -131,6 +131,7 @@ class _Index:
     names: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     attrs: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     returns: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    params: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)  # parameter defaults by name
 
     def add(self, table: dict[str, list[cst.BaseExpression]], key: str, value: cst.BaseExpression) -> None:
         table.setdefault(key, []).append(value)
@@ -154,6 +155,7 @@ def _build_index(module: cst.Module) -> _Index:
         def visit_Param(self, node: cst.Param) -> None:
             if node.default is not None:
                 index.add(index.attrs, node.name.value, node.default)
+                index.add(index.params, node.name.value, node.default)
 
         def _target(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
             if isinstance(target, cst.Name):
@@ -408,7 +410,12 @@ class Transformer(PatchCommand):
             if isinstance(node, cst.Param):
                 if node.default is not None:
                     values.append(node.default)
-                values += self.index.names.get(name.value, [])
+                passed = self.index.names.get(name.value, [])
+                values += passed
+                if node.default is None and not passed:
+                    # a worker's parameter filled positionally by a launcher of this file that has the same
+                    # parameter with a default (`launch(..., backend="nccl")` -> `_worker(rank, backend)`)
+                    values += [v for v in self.index.params.get(name.value, []) if v is not node.default]
                 continue
             parent = self.get_metadata(ParentNodeProvider, node, None) if node is not None else None
             if isinstance(parent, cst.AssignTarget):
