@@ -16,7 +16,7 @@ from distdoctor.patching.cstutil import walk
 
 RULE = RuleInfo("DD403", "single_process_launch", "mp.spawn(nprocs=device_count()) with no CPU fallback")
 
-SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+from distdoctor.check.rules._everyone import is_spawn
 
 
 def _is_count(node) -> bool:
@@ -36,7 +36,7 @@ def _checked(func_node, module, name: str | None) -> bool:
 
 def check(model, out: FileResult) -> None:
     for site in model.sites:
-        if site.name not in SPAWN and not (site.ident == "spawn" and site.name.startswith(("mp.", "multiprocessing"))):
+        if not is_spawn(site):
             continue
         nprocs = api.first_arg(site, "nprocs", 2)
         if nprocs is None:
