@@ -6,7 +6,9 @@ CUDA (`AssertionError: Torch not compiled with CUDA enabled` with torch 2.13's C
 loop that the other patches moved to gloo still dies at its first batch or timing call. Outside a test
 that already checks for CUDA (`torch.cuda.is_available()`, `x.is_cuda`, `device == "cuda"`, a name such as
 `args.cuda`/`use_cuda`):
-  - a statement `model.cuda()` or `torch.cuda.synchronize()` runs only when `torch.cuda.is_available()`;
+  - a statement `model.cuda()`, `torch.cuda.synchronize()` or `torch.cuda.set_device(i)` runs only when
+    `torch.cuda.is_available()` (set_device: where no process-group start beside it lets gloo_backend keep it
+    to CUDA runs, as in a launcher's worker or an eval entry: YOLOX, 2026-11-27 section);
   - `x.cuda(non_blocking=True)` on a plain name, attribute or subscript becomes
     `x.cuda(non_blocking=True) if torch.cuda.is_available() else x` (the GPU path is the same call);
   - `.cuda()` on any other expression (a call, an operation) becomes
@@ -47,7 +49,8 @@ PATCH = PatchInfo(
          "a computed receiver gets `.to(\"cuda\")`, which such an object may lack. A program that must not run "
          "without a GPU now runs on the CPU.",
     prefilter=(".cuda(", "'cuda", '"cuda', "synchronize(", "convert_sync_batchnorm", "reset_peak_memory_stats",
-               "reset_max_memory", "reset_accumulated_memory", "ipc_collect"),
+               "reset_max_memory", "reset_accumulated_memory", "ipc_collect",
+               "set_device("),
 )
 
 GUARD = "torch.cuda.is_available()"
@@ -55,7 +58,7 @@ GUARD = "torch.cuda.is_available()"
 # empty_cache, manual_seed*, max_memory_allocated and memory_allocated return quietly and are left alone
 RAISING = frozenset(f"torch.cuda.{name}" for name in (
     "synchronize", "reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
-    "reset_accumulated_memory_stats", "ipc_collect"))
+    "reset_accumulated_memory_stats", "ipc_collect", "set_device"))
 SYNC_BN = frozenset({"torch.nn.SyncBatchNorm.convert_sync_batchnorm",
                      "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm"})
 CUDA_KEYWORDS = frozenset({"non_blocking", "memory_format"})  # .cuda() keywords that leave the device alone

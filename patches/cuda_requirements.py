@@ -1,4 +1,7 @@
-"""Turn hard CUDA requirements (asserts, exits, `% device_count()`) into branches that let a CPU run go on."""
+"""Turn hard CUDA requirements (asserts, exits, `% device_count()`) into branches that let a CPU run go on.
+
+Kept as they are where the same function then starts one worker per GPU (`mp.spawn(nprocs=device_count())`):
+there a CPU run would start no worker and exit 0, so the loud stop is the better outcome."""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ from libcst.metadata import ParentNodeProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
 from distdoctor.patching.cstutil import (
-    ancestors, ast_ident, ast_nodes, literal_text, lookup, named_nodes, parenthesize, qualified_names, walk,
+    ancestors, ast_ident, ast_nodes, get_arg, literal_text, lookup, named_nodes, parenthesize, qualified_names,
+    walk,
 )
 
 PATCH = PatchInfo(
@@ -32,6 +36,8 @@ PATCH = PatchInfo(
 
 AVAILABLE = frozenset({"torch.cuda.is_available", "torch.accelerator.is_available"})
 COUNT = frozenset({"torch.cuda.device_count", "torch.accelerator.device_count"})
+SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+                   "torch.multiprocessing.spawn.spawn", "torch.multiprocessing.spawn.start_processes"})
 EXITS = frozenset({"sys.exit", "builtins.exit", "builtins.quit", "os._exit", "exit", "quit"})
 ENTRY_WORDS = ("main", "train", "setup", "init", "run", "launch", "worker", "spawn")
 ENTRY_PREFIXES = ("train", "setup", "init", "launch")  # training_loop, initialize; not runtime
@@ -340,6 +346,23 @@ class Transformer(PatchCommand):
                 return False
         return True
 
+    def _spawns_per_gpu(self, node: cst.CSTNode) -> bool:
+        """The function (or module) around node starts one worker per GPU (`mp.spawn(run, nprocs=n)` with
+        `n = torch.cuda.device_count()`): without a GPU that starts none and exits 0, so the requirement's loud
+        stop is the better outcome and is kept (VITS train.py, 2026-11-27 section)."""
+        scope = next((p for p in ancestors(self, node) if isinstance(p, cst.FunctionDef)), None)
+        counts = {a.targets[0].target.value for a in walk(scope or self._module) if isinstance(a, cst.Assign)
+                  and len(a.targets) == 1 and isinstance(a.targets[0].target, cst.Name)
+                  and self._is_gpu_call(a.value, COUNT)}
+        for call in walk(scope or self._module):
+            if not (isinstance(call, cst.Call) and qualified_names(self, call.func) & SPAWN):
+                continue
+            nprocs = get_arg(call, "nprocs", 2)
+            if nprocs is not None and (self._is_gpu_call(nprocs.value, COUNT) or isinstance(nprocs.value, cst.Name)
+                                       and nprocs.value.value in counts):
+                return True
+        return False
+
     # ---- planning ----
     def _warn(self, message: cst.BaseExpression | None) -> cst.SimpleStatementLine:
         self.needs_warnings = True
@@ -349,6 +372,7 @@ class Transformer(PatchCommand):
 
     def visit_Module(self, node: cst.Module) -> bool:
         """Find candidates from the qualified-name table (torch.cuda.*, names with "gpu"), then plan."""
+        self._module = node
         def gpuish(names: set[str]) -> bool:
             return bool(names & (AVAILABLE | COUNT)) or any("gpu" in n.rsplit(".", 1)[-1].lower() for n in names)
 
@@ -406,7 +430,8 @@ class Transformer(PatchCommand):
         if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1 or self._in_cuda_branch(node):
             return
         small = node.body[0]
-        if isinstance(small, cst.Assert) and self._needs_gpu(small.test) and not self._under_available(node):
+        if isinstance(small, cst.Assert) and self._needs_gpu(small.test) and not self._under_available(node) \
+                and not self._spawns_per_gpu(node):
             if not self._any_gpu(small.test):  # a minimum count: kept where there are GPUs
                 self.lines[id(node)] = self._only_without_gpu(node, self._warn(small.msg), node.leading_lines)
                 self.record(node, "assert on a GPU count -> kept where CUDA is available, else a warning and "
@@ -421,7 +446,8 @@ class Transformer(PatchCommand):
             self.record(node, "assert on CUDA -> warning, the run goes on on the CPU")
 
     def _plan_if(self, node: cst.If) -> None:
-        if not self._no_gpu(node.test) or not isinstance(node.body, cst.IndentedBlock) or self._in_cuda_branch(node):
+        if not self._no_gpu(node.test) or not isinstance(node.body, cst.IndentedBlock) or self._in_cuda_branch(node) \
+                or self._spawns_per_gpu(node):
             return
         for stmt in node.body.body:
             if not m.matches(stmt, m.SimpleStatementLine(body=[m.OneOf(m.Raise(), m.Expr(value=m.Call()))])):

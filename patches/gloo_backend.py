@@ -39,6 +39,8 @@ SET_DEVICE = {"torch.cuda.set_device"}
 TORCH_DEVICE = {"torch.device"}
 PLATFORM = {"os.name", "sys.platform", "platform.system", "platform.platform"}
 NCCL, ALT, NEUTRAL, UNKNOWN = "nccl", "alt", "neutral", "unknown"
+AVAILABLE_CALL = m.Call(func=m.Attribute(value=m.Attribute(value=m.Name("torch"), attr=m.Name("cuda")),
+                                         attr=m.Name("is_available")), args=[])
 
 
 def _ast_has_nccl(node: ast.AST) -> bool:
@@ -131,6 +133,7 @@ class _Index:
     names: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     attrs: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     returns: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    params: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)  # parameter defaults by name
 
     def add(self, table: dict[str, list[cst.BaseExpression]], key: str, value: cst.BaseExpression) -> None:
         table.setdefault(key, []).append(value)
@@ -154,6 +157,7 @@ def _build_index(module: cst.Module) -> _Index:
         def visit_Param(self, node: cst.Param) -> None:
             if node.default is not None:
                 index.add(index.attrs, node.name.value, node.default)
+                index.add(index.params, node.name.value, node.default)
 
         def _target(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
             if isinstance(target, cst.Name):
@@ -408,7 +412,12 @@ class Transformer(PatchCommand):
             if isinstance(node, cst.Param):
                 if node.default is not None:
                     values.append(node.default)
-                values += self.index.names.get(name.value, [])
+                passed = self.index.names.get(name.value, [])
+                values += passed
+                if node.default is None and not passed:
+                    # a worker's parameter filled positionally by a launcher of this file that has the same
+                    # parameter with a default (`launch(..., backend="nccl")` -> `_worker(rank, backend)`)
+                    values += [v for v in self.index.params.get(name.value, []) if v is not node.default]
                 continue
             parent = self.get_metadata(ParentNodeProvider, node, None) if node is not None else None
             if isinstance(parent, cst.AssignTarget):
@@ -570,10 +579,18 @@ class Transformer(PatchCommand):
                else _with_quote(assign.value, "cpu"))
         return stmt.with_changes(body=[assign.with_changes(value=cpu)])
 
+    def _is_set_device(self, stmt: cst.CSTNode) -> bool:
+        return m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(value=m.Call())])) and bool(
+            qualified_names(self, stmt.body[0].value.func) & SET_DEVICE)
+
     def _is_cuda_setup(self, stmt: cst.CSTNode) -> bool:
-        if m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(value=m.Call())])):
-            return bool(qualified_names(self, stmt.body[0].value.func) & SET_DEVICE)
-        return self._cuda_value_assign(stmt)
+        return self._is_set_device(stmt) or self._cuda_value_assign(stmt) or self._guarded_set_device(stmt)
+
+    def _guarded_set_device(self, stmt: cst.CSTNode) -> bool:
+        """`if torch.cuda.is_available(): torch.cuda.set_device(i)` (cuda_calls_cpu's guard, or the user's):
+        merged into the CUDA branch with the set-up beside it instead of a second `if` of its own."""
+        return isinstance(stmt, cst.If) and stmt.orelse is None and m.matches(stmt.test, AVAILABLE_CALL) \
+            and isinstance(stmt.body, cst.IndentedBlock) and all(self._is_set_device(s) for s in stmt.body.body)
 
     def _plan_wraps(self, stmt: cst.BaseStatement, cond: str) -> None:
         try:
@@ -582,9 +599,10 @@ class Transformer(PatchCommand):
             return
         if not isinstance(block, (cst.IndentedBlock, cst.Module)):
             return
-        ids = {id(s) for s in block.body if s is not stmt and self._is_cuda_setup(s)}
-        if not ids:
-            return
+        setup = [s for s in block.body if s is not stmt and self._is_cuda_setup(s)]
+        if not setup or cond == "torch.cuda.is_available()" and all(self._guarded_set_device(s) for s in setup):
+            return  # nothing, or only set_device already under this very test
+        ids = {id(s) for s in setup}
         for wrap in self.wraps.get(id(block), []):
             ids -= wrap.stmts
         if ids:
@@ -625,6 +643,10 @@ class Transformer(PatchCommand):
 
     def _guard(self, run: list[cst.BaseStatement], plan: _Wrap, first: cst.BaseStatement) -> cst.If:
         leading = run[0].leading_lines
+        run = [inner for s in run for inner in (
+            [b.with_changes(leading_lines=s.leading_lines if i == 0 else b.leading_lines)
+             for i, b in enumerate(s.body.body)] if isinstance(s, cst.If) and s.orelse is None
+            and m.matches(s.test, AVAILABLE_CALL) and isinstance(s.body, cst.IndentedBlock) else [s])]
         run[0] = run[0].with_changes(leading_lines=())
         orelse = None
         if plan.else_assign:

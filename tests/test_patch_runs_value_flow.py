@@ -30,6 +30,8 @@ CASES = [
     ("gloo_backend/setup_beside_try", "module 'torch._C' has no attribute '_cuda_setDevice'"),
     ("cuda_requirements/count_name_modulo", "ZeroDivisionError: integer modulo by zero"),
     ("gloo_backend/default_backend_device_id", "Expected a cuda device, but got: cpu"),
+    ("gloo_backend/launcher_backend_param", "Distributed package doesn't have NCCL built in"),
+    ("cuda_calls_cpu/bare_set_device", "module 'torch._C' has no attribute '_cuda_setDevice'"),
 ]
 
 

@@ -6,8 +6,23 @@ from __future__ import annotations
 from distdoctor.check import api
 
 
+SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+
+
+def is_spawn(site) -> bool:
+    """`mp.spawn(...)` / `torch.multiprocessing.start_processes(...)`: the caller starts the ranks."""
+    return site.name in SPAWN or site.ident == "spawn" and site.name.startswith(("mp.", "multiprocessing"))
+
+
 def on_every_rank(model, site) -> bool:
-    return api.is_distributed(model) and not api.guarded(site) and site.func.name != "<lambda>"
+    return (api.is_distributed(model) and not api.guarded(site) and site.func.name != "<lambda>"
+            and not _in_launcher(model, site))
+
+
+def _in_launcher(model, site) -> bool:
+    """The scope that calls mp.spawn runs once, in the parent process (SimCLR's `__main__`: makedirs, then
+    spawn): only the spawned function runs per rank."""
+    return any(other.func is site.func and is_spawn(other) for other in model.sites)
 
 
 def report(model, out, rule, site, message: str) -> None:

@@ -54,6 +54,10 @@ VALID = [
     "import torch.distributed as dist\nimport torchvision\n\ndef data(path, rank):\n    path = path / str(rank)\n"
     "    return torchvision.datasets.CIFAR10(path, download=True)\n",
     "import torchvision\nwith accelerator.main_process_first():\n    ds = torchvision.datasets.CIFAR10('d', download=True)\n",
+    # the launcher makes the folder once, then mp.spawn starts the ranks
+    "import os\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\ndef main(gpu, args):\n"
+    "    dist.init_process_group('gloo', rank=gpu, world_size=2)\n\nif __name__ == '__main__':\n"
+    "    if not os.path.exists('out'):\n        os.makedirs('out')\n    mp.spawn(main, args=(None,), nprocs=2)\n",
 ]
 
 INVALID = [
@@ -61,4 +65,8 @@ INVALID = [
      "ds = torchvision.datasets.MNIST('data', download=True)\n", 4),
     ("import os\nimport torch.distributed as dist\ndist.init_process_group('gloo')\nif not os.path.exists('out'):\n"
      "    os.makedirs('out')\n", 5),
+    # the same folder made inside the spawned function: every rank
+    ("import os\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\ndef main(gpu, args):\n"
+     "    dist.init_process_group('gloo', rank=gpu, world_size=2)\n    os.makedirs('out')\n\n"
+     "if __name__ == '__main__':\n    mp.spawn(main, args=(None,), nprocs=2)\n", 7),
 ]

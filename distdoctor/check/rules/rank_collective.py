@@ -31,6 +31,19 @@ def _balanced(model, site, what_by_site) -> bool:
     return False
 
 
+def _covered(site, key: str, guarded) -> bool:
+    """The same function is also called from the other side of this guard (`if rank == 0: f(a)` / `else: f(b)`,
+    or rank 0 and the other ranks in turn): every rank calls it."""
+    want = _OPPOSITE.get(site.guard.polarity)
+    for other, other_key in guarded:
+        if other is site or other_key != key or other.func is not site.func:
+            continue
+        if other.guard.polarity == want or (other.guard.node is not None and other.guard.node is site.guard.node
+                                            and other.guard.text != site.guard.text):
+            return True
+    return False
+
+
 def check(model, out: FileResult) -> None:
     wrapped = api.Wrapped(model)
     what_by_site = {}
@@ -57,11 +70,13 @@ def check(model, out: FileResult) -> None:
     # functions (defined here, or imported from a module that is not a known package)
     local = {f.key for f in model.functions[1:]} | {f"fn:{name}" for name, origin in model.imports.items()
                                                     if origin.split(".")[0] not in EXTERNAL}
+    guarded = [(site, key) for site in model.sites if site not in what_by_site
+               for key in [model.callee_key(site)] if key and site.guard is not None]
     for site in model.sites:
         key = model.callee_key(site)
         if site in what_by_site or not key:
             continue
-        if site.guard is None or site.guard.polarity == "solo":
+        if site.guard is None or site.guard.polarity == "solo" or _covered(site, key, guarded):
             calls.setdefault(site.func.key, set()).add(key)
         elif site.guard.polarity not in ("data", "group") and key in local:
             line, col = model.pos(site.node)
@@ -155,6 +170,11 @@ VALID = [
     "import torch.distributed as dist\n\ndef reduce(t, world_size):\n    if world_size == 1:\n        return t\n"
     "    dist.all_reduce(t)\n    return t\n\ndef sync():\n    if not is_dist_avail_and_initialized():\n"
     "        return\n    dist.barrier()\n",
+    # the same function called from both sides of the rank test (VITS's train_and_evaluate with rank 0's
+    # writers or with None): every rank reaches its collective
+    "import torch.distributed as dist\n\ndef step(model, x, writer):\n    dist.all_reduce(model(x))\n\n"
+    "def main(rank, model, x):\n    if rank == 0:\n        step(model, x, make_writer())\n    else:\n"
+    "        step(model, x, None)\n",
     # a subgroup collective under a membership test
     "import torch.distributed as dist\nif rank in ranks:\n    dist.all_reduce(t, group=g)\n",
     # under a parallel group's rank test the collective runs on that group (Megatron-style)
@@ -177,6 +197,9 @@ INVALID = [
     # a rank-zero-only function that saves a sharded checkpoint
     ("import torch.distributed.checkpoint as dcp\n\n@rank_zero_only\ndef save(state):\n"
      "    dcp.save(state, checkpoint_id='ckpt')\n", 5),
+    # both sides call a function, but only rank 0's side reaches the collective (a different function)
+    ("import torch.distributed as dist\n\ndef step(x):\n    dist.all_reduce(x)\n\ndef log(x):\n    print(x)\n\n"
+     "def main(rank, x):\n    if rank == 0:\n        step(x)\n    else:\n        log(x)\n", 11),
     # the rest of the function after an early return on the other ranks
     ("import torch.distributed as dist\n\ndef log(rank, t):\n    if rank != 0:\n        return\n"
      "    dist.barrier()\n", 6),

@@ -34,12 +34,19 @@ def _target(model, site) -> cst.BaseExpression | None:
     return None
 
 
+def _in_dataset(model, site) -> bool:
+    """A method of a map-style Dataset (`class TextAudioLoader(torch.utils.data.Dataset)` caching one item's
+    features next to it): the sampler hands each rank other items, so the ranks write other files."""
+    node = model.classes.get(site.func.cls) if site.func.cls else None
+    return node is not None and any(model.dotted(b.value).rsplit(".", 1)[-1] == "Dataset" for b in node.bases)
+
+
 def check(model, out: FileResult) -> None:
     for site in model.sites:
         if site.ident not in ("save", "save_pretrained", "save_to_disk", "open"):
             continue
         path = _target(model, site)
-        if path is None or not on_every_rank(model, site):
+        if path is None or not on_every_rank(model, site) or _in_dataset(model, site):
             continue
         values = api.values_of(model, site, path)
         if any(api.mentions_rank(model, v) or (ident(v) or "").lower().endswith(BUFFERS) or "devnull" in model.code(v)
@@ -93,6 +100,12 @@ VALID = [
     "import torch\nimport torch.distributed as dist\n\nclass Saver:\n    def save(self, model, path):\n"
     "        dist.init_process_group('gloo')\n        if self.dp_rank == 0 and self.cp_rank == 0:\n"
     "            torch.save(model.state_dict(), path)\n",
+    # a map-style Dataset caching one item's features beside its file (VITS's spectrogram cache): the sampler
+    # gives each rank other items
+    "import os\nimport torch\nimport torch.distributed as dist\n\nclass Speech(torch.utils.data.Dataset):\n"
+    "    def load(self, path):\n        spec_path = path + '.spec.pt'\n        if os.path.exists(spec_path):\n"
+    "            return torch.load(spec_path)\n        spec = features(path)\n        torch.save(spec, spec_path)\n"
+    "        return spec\n\n    def __getitem__(self, i):\n        return self.load(self.paths[i])\n",
 ]
 
 INVALID = [
@@ -103,4 +116,7 @@ INVALID = [
     # two calls up, one caller is guarded and one is not: every rank reaches the save
     ("import torch\nimport torch.distributed as dist\n\ndef write(m):\n    torch.save(m, 'ckpt.pt')\n\n"
      "def finish(m):\n    write(m)\n\nif dist.get_rank() == 0:\n    finish(model)\nfinish(model)\n", 5),
+    # a class that is not a Dataset still saves one path on every rank
+    ("import torch\nimport torch.distributed as dist\n\nclass Trainer:\n    def finish(self):\n"
+     "        dist.init_process_group('gloo')\n        torch.save(self.model.state_dict(), 'ckpt.pt')\n", 7),
 ]

@@ -12,21 +12,31 @@ import libcst as cst
 from distdoctor.check import api
 from distdoctor.check.base import FileResult, RuleInfo
 from distdoctor.check.model import ident
+from distdoctor.check.rules._everyone import is_spawn
 from distdoctor.patching.cstutil import walk
 
 RULE = RuleInfo("DD403", "single_process_launch", "mp.spawn(nprocs=device_count()) with no CPU fallback")
-
-SPAWN = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 
 
 def _is_count(node) -> bool:
     return isinstance(node, cst.Call) and ident(node.func) == "device_count"
 
 
+_NOTICES = frozenset({"warn", "warning", "print", "info", "debug"})
+
+
+def _only_notice(node) -> bool:
+    """`if not torch.cuda.is_available(): warnings.warn(...)`: says so and goes on, no fallback."""
+    return isinstance(node, cst.If) and node.orelse is None and all(
+        isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and ident(small.value.func) in _NOTICES
+            for small in stmt.body) for stmt in node.body.body)
+
+
 def _checked(func_node, module, name: str | None) -> bool:
     """An assert or if before the spawn tests the count or CUDA's availability (a loud failure or a branch)."""
     for node in walk(func_node if func_node is not None else module):
-        if isinstance(node, (cst.Assert, cst.If, cst.IfExp, cst.While)):
+        if isinstance(node, (cst.Assert, cst.If, cst.IfExp, cst.While)) and not _only_notice(node):
             for sub in walk(node.test):
                 if (name and isinstance(sub, cst.Name) and sub.value == name) or (
                         isinstance(sub, (cst.Name, cst.Attribute)) and ident(sub) in ("is_available", "device_count")):
@@ -36,7 +46,7 @@ def _checked(func_node, module, name: str | None) -> bool:
 
 def check(model, out: FileResult) -> None:
     for site in model.sites:
-        if site.name not in SPAWN and not (site.ident == "spawn" and site.name.startswith(("mp.", "multiprocessing"))):
+        if not is_spawn(site):
             continue
         nprocs = api.first_arg(site, "nprocs", 2)
         if nprocs is None:
@@ -64,4 +74,8 @@ VALID = [
 INVALID = [
     ("import torch\nimport torch.multiprocessing as mp\n\ndef main():\n    world = torch.cuda.device_count()\n"
      "    mp.spawn(worker, args=(world,), nprocs=world, join=True)\n", 6),
+    # a warning when there is no GPU is no fallback: still 0 workers
+    ("import warnings\nimport torch\nimport torch.multiprocessing as mp\n\ndef main():\n"
+     "    if not torch.cuda.is_available():\n        warnings.warn('CPU training is not allowed.')\n"
+     "    n_gpus = torch.cuda.device_count()\n    mp.spawn(run, nprocs=n_gpus, args=(n_gpus,))\n", 9),
 ]
