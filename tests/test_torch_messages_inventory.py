@@ -1,0 +1,72 @@
+"""The inventory of torch's distributed messages (distdoctor.evals.torch_messages): a small torch-shaped folder with
+real Python source (read with libcst, never imported) and a binary with C++ strings stands in for an installed torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from distdoctor.evals import torch_messages as tm
+
+SOURCE = '''
+import logging, warnings
+logger = logging.getLogger(__name__)
+
+def f(port, host, n):
+    if port is None:
+        raise ValueError(f"port is missing in endpoint: {host}. Try to specify --master-port")
+    if n:
+        raise RuntimeError("Distributed package doesn't have " + "NCCL built in")
+    warnings.warn("Set timeout is now only supported for either nccl or gloo.")
+    logger.error("failed (exitcode: %s) local_rank: %s", n, port)
+    raise TypeError("group {} of {}".format(host, n))
+'''
+
+
+def _fake_torch(tmp_path: Path) -> Path:
+    root = tmp_path / "torch"
+    (root / "distributed" / "launcher").mkdir(parents=True)
+    (root / "distributed" / "launcher" / "api.py").write_text(SOURCE)
+    (root / "lib").mkdir()
+    (root / "lib" / "libtorch_cpu.so").write_bytes(
+        b"\x00\x01ELF\x00The client socket has timed out after %dms while trying to connect\x00"
+        b"x.isTensor() INTERNAL ASSERT FAILED at c10d/reducer.cpp\x00unrelated text about matrices here\x00")
+    return root
+
+
+def test_python_messages_are_templates_with_fields(tmp_path):
+    msgs = tm.python_messages(_fake_torch(tmp_path))
+    got = {(m.kind, m.template) for m in msgs}
+    assert ("ValueError", "port is missing in endpoint: {}. Try to specify --master-port") in got
+    assert ("RuntimeError", "Distributed package doesn't have NCCL built in") in got
+    assert ("warn", "Set timeout is now only supported for either nccl or gloo.") in got
+    assert ("logger.error", "failed (exitcode: {}) local_rank: {}") in got  # the logger's lazy %s fields
+    assert ("TypeError", "group {} of {}") in got
+    assert all(m.where.startswith("torch/distributed/launcher/api.py:") for m in msgs)
+
+
+def test_cxx_messages_keep_c10d_text_only(tmp_path):
+    msgs = tm.cxx_messages(_fake_torch(tmp_path))
+    assert [m.template for m in msgs] == ["The client socket has timed out after {}ms while trying to connect"]
+
+
+def test_coverage_matches_known_messages(tmp_path):
+    rows = tm.coverage(tm.python_messages(_fake_torch(tmp_path)))
+    by_text = {r["template"]: r for r in rows}
+    nccl = by_text["Distributed package doesn't have NCCL built in"]
+    assert nccl["signatures"] and nccl["diagnosis"][0] == "nccl_without_cuda"
+    port = by_text["port is missing in endpoint: {}. Try to specify --master-port"]
+    assert port["line"] == "ValueError: port is missing in endpoint: 1. Try to specify --master-port"
+    assert port["diagnosis"][0] == "launcher_args"
+
+
+def test_cli_prints_json_and_rejects_a_bad_root(tmp_path):
+    root = _fake_torch(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "distdoctor.evals.torch_messages", "--torch-root", str(root)],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["count"] == 6
+    bad = subprocess.run([sys.executable, "-m", "distdoctor.evals.torch_messages", "--torch-root", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
