@@ -31,6 +31,9 @@ CASES = [
      "{}ValueError: device_id is an int, but no accelerator support is found from the current compilation. "
      "Please use a different compiled version that supports your accelerator.",
      [[""], ["[rank1]: "]], "nccl_without_cuda"),
+    ("torch/distributed/distributed_c10d.py (init_process_group's device_id check, no index)",
+     "{}ValueError: Please use a device_id with index.",
+     [[""], ["[rank2]: "], ["    "]], "local_rank_device"),
     ("torch/distributed/device_mesh.py (_setup_world_group_and_device)",
      "{}RuntimeError: DeviceMesh only support homogeneous hardware, but found {} ranks and {} {} devices!",
      [["", "6", "4", "cuda"], ["[rank3]: ", "12", "8", "cuda"], ["", "3", "2", "xpu"]], "local_rank_device"),
@@ -56,10 +59,13 @@ def test_torch_message_names_its_cause(where, template, fills, cause):
         assert r["verdict"] == "confident" and r["causes"][0]["level"] == "signature", (line, r["verdict"])
 
 
-# the runs that printed them here (tests/data/make_logs.py re-creates them): the whole log names the cause
+# the runs that printed them (gen_*: here, tests/data/make_logs.py re-creates them): the whole log names the cause
 LOGS = [("gen_launcher_endpoint_no_port", "launcher_args"), ("gen_launcher_rdzv_conf_bool", "launcher_args"),
         ("gen_launcher_rdzv_conf_int", "launcher_args"), ("gen_launcher_rdzv_timeout_negative", "launcher_args"),
-        ("gen_monitored_barrier_not_gloo", "backend_missing_collective"), ("gen_gloo_device_id_int", "nccl_without_cuda")]
+        ("gen_monitored_barrier_not_gloo", "backend_missing_collective"), ("gen_gloo_device_id_int", "nccl_without_cuda"),
+        # printed on a lent GPU machine (torch 2.11, NCCL 2.28.9; tests/infra/gpu_check.py)
+        ("gpu_monitored_barrier_nccl", "backend_missing_collective"), ("gpu_device_id_no_index", "local_rank_device"),
+        ("gpu_fsdp_module_cpu_and_gpu", "device_mismatch"), ("gpu_fsdp_module_meta_and_gpu", "device_mismatch")]
 
 
 @pytest.mark.parametrize("name, cause", LOGS)

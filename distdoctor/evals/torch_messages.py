@@ -1,6 +1,7 @@
 """Inventory of the failure messages an installed torch prints from torch.distributed, and our coverage of them.
 
     python -m distdoctor.evals.torch_messages --torch-root PATH [--coverage] [--uncovered]
+    python -m distdoctor.evals.torch_messages --messages FILE --coverage   # an inventory taken elsewhere (a GPU machine)
 
 Python messages: string literals and f-string constant parts of `raise X(...)`, `warnings.warn(...)` and
 `logger.error/warning/exception/critical(...)` calls under torch/distributed/**, read with libcst (never
@@ -20,9 +21,6 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
-
 LOG_METHODS = {"error", "warning", "warn", "exception", "critical", "fatal"}
 CXX_WORDS = re.compile(r"ProcessGroup|c10d|Gloo|gloo|NCCL|TCPStore|\bWork\b|[Ww]atchdog|[Rr]endezvous|[Ss]ocket|\bpeer\b"
                        r"|collectives?\b")
@@ -38,8 +36,10 @@ class Message:
     template: str  # the text, `{}` for each field
 
 
-def _template(node: cst.BaseExpression) -> str | None:
-    """The constant text of a message expression, `{}` for every part computed at run time (None: no text)."""
+def _template(node) -> str | None:
+    """The constant text of a libcst message expression, `{}` for every part computed at run time (None: no text)."""
+    import libcst as cst
+
     if isinstance(node, cst.SimpleString):
         v = node.evaluated_value
         return v.decode("latin-1") if isinstance(v, bytes) else v
@@ -74,7 +74,9 @@ def _template(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def _callee(func: cst.BaseExpression) -> str:
+def _callee(func) -> str:
+    import libcst as cst
+
     if isinstance(func, cst.Name):
         return func.value
     if isinstance(func, cst.Attribute):
@@ -82,37 +84,48 @@ def _callee(func: cst.BaseExpression) -> str:
     return ""
 
 
-class _Collector(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (PositionProvider,)
+def _collector(where: str):
+    """A libcst visitor that collects the messages of one module (libcst is imported only here: the C++ part of the
+    inventory runs where it is not installed)."""
+    import libcst as cst
+    from libcst.metadata import PositionProvider
 
-    def __init__(self, where: str):
-        self.where = where
-        self.found: list[Message] = []
+    class Collector(cst.CSTVisitor):
+        METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def _add(self, node: cst.CSTNode, kind: str, arg: cst.BaseExpression) -> None:
-        text = _template(arg)
-        if text and text.strip(" {}.:"):
-            line = self.get_metadata(PositionProvider, node).start.line
-            if kind.startswith("logger."):  # the logger fills %s fields lazily from its other arguments
-                text = _PRINTF.sub(FIELD, text)
-            self.found.append(Message("py", f"{self.where}:{line}", kind, " ".join(text.split())))
+        def __init__(self):
+            super().__init__()
+            self.found: list[Message] = []
 
-    def visit_Raise(self, node: cst.Raise) -> None:
-        exc = node.exc
-        if isinstance(exc, cst.Call) and exc.args:
-            self._add(node, _callee(exc.func).rsplit(".", 1)[-1], exc.args[0].value)
+        def _add(self, node, kind: str, arg) -> None:
+            text = _template(arg)
+            if text and text.strip(" {}.:"):
+                line = self.get_metadata(PositionProvider, node).start.line
+                if kind.startswith("logger."):  # the logger fills %s fields lazily from its other arguments
+                    text = _PRINTF.sub(FIELD, text)
+                self.found.append(Message("py", f"{where}:{line}", kind, " ".join(text.split())))
 
-    def visit_Call(self, node: cst.Call) -> None:
-        name = _callee(node.func)
-        if not node.args:
-            return
-        if name in ("warnings.warn", "warn"):
-            self._add(node, "warn", node.args[0].value)
-        elif "." in name and name.rsplit(".", 1)[1] in LOG_METHODS and "log" in name.rsplit(".", 1)[0].lower():
-            self._add(node, "logger." + name.rsplit(".", 1)[1], node.args[0].value)
+        def visit_Raise(self, node) -> None:
+            exc = node.exc
+            if isinstance(exc, cst.Call) and exc.args:
+                self._add(node, _callee(exc.func).rsplit(".", 1)[-1], exc.args[0].value)
+
+        def visit_Call(self, node) -> None:
+            name = _callee(node.func)
+            if not node.args:
+                return
+            if name in ("warnings.warn", "warn"):
+                self._add(node, "warn", node.args[0].value)
+            elif "." in name and name.rsplit(".", 1)[1] in LOG_METHODS and "log" in name.rsplit(".", 1)[0].lower():
+                self._add(node, "logger." + name.rsplit(".", 1)[1], node.args[0].value)
+
+    return Collector()
 
 
 def python_messages(torch_root: Path) -> list[Message]:
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper
+
     out: list[Message] = []
     for path in sorted((torch_root / "distributed").rglob("*.py")):
         rel = path.relative_to(torch_root.parent).as_posix()
@@ -122,7 +135,7 @@ def python_messages(torch_root: Path) -> list[Message]:
             module = cst.parse_module(path.read_text(encoding="utf-8"))
         except (cst.ParserSyntaxError, UnicodeDecodeError):
             continue
-        visitor = _Collector(rel)
+        visitor = _collector(rel)
         MetadataWrapper(module).visit(visitor)
         out.extend(visitor.found)
     return out
@@ -192,16 +205,27 @@ def coverage(messages: list[Message]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--torch-root", required=True, help="the installed torch package folder (…/site-packages/torch)")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--torch-root", help="the installed torch package folder (…/site-packages/torch)")
+    src.add_argument("--messages", help="the JSON an earlier run printed (an inventory taken on another machine)")
     ap.add_argument("--coverage", action="store_true", help="also match each message against the knowledge base")
     ap.add_argument("--uncovered", action="store_true", help="with --coverage: list only messages nothing matches")
     ap.add_argument("--no-cxx", action="store_true", help="Python messages only")
+    ap.add_argument("--no-python", action="store_true", help="C++ messages only (needs no libcst)")
     args = ap.parse_args(argv)
-    root = Path(args.torch_root)
-    if not (root / "distributed").is_dir():
-        print(f"torch_messages: {root}: not a torch package folder (no distributed/)", file=sys.stderr)
-        return 2
-    messages = python_messages(root) + ([] if args.no_cxx else cxx_messages(root))
+    if args.messages:
+        try:
+            messages = [Message(**m) for m in json.loads(Path(args.messages).read_text())["messages"]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"torch_messages: {args.messages}: not an inventory this tool printed ({e})", file=sys.stderr)
+            return 2
+    else:
+        root = Path(args.torch_root)
+        if not (root / "distributed").is_dir():
+            print(f"torch_messages: {root}: not a torch package folder (no distributed/)", file=sys.stderr)
+            return 2
+        messages = (([] if args.no_python else python_messages(root))
+                    + ([] if args.no_cxx else cxx_messages(root)))
     if not args.coverage:
         json.dump({"messages": [asdict(m) for m in messages], "count": len(messages)}, sys.stdout, indent=1)
         print()

@@ -16,11 +16,6 @@
     to buffers sized for 4 per rank; gloo checks the local sizes and rank 1 (or 0) fails with
     "ProcessGroupGloo::allgather: invalid tensor size", "Check failed: outputShape[0] * worldSize == inputShape[0]"
     or "in->size == out->size"                                               (collective_shape_mismatch)
---variant monitored_barrier_not_gloo: dist.monitored_barrier() on a process group whose backend is not gloo (torch's
-    own test backend "fake" stands in for NCCL, which this CPU machine cannot start)
-    -> "monitored_barrier is only implemented for GLOO backend."          (backend_missing_collective)
---variant device_id_int: init_process_group(device_id=LOCAL_RANK) with a torch build that has no accelerator
-    -> "device_id is an int, but no accelerator support is found"         (nccl_without_cuda)
 --variant ok: does nothing wrong (for launcher flags that fail before the script runs).
 """
 import argparse
@@ -37,21 +32,13 @@ def main() -> None:
     parser.add_argument("--variant", required=True, choices=["premul_sum", "store_host_died", "local_rank_env",
                                                               "mpi_backend", "fsdp_no_accelerator", "uneven_join",
                                                               "allgather_sizes", "reduce_scatter_sizes",
-                                                              "all_to_all_sizes", "monitored_barrier_not_gloo",
-                                                              "device_id_int", "ok"])
+                                                              "all_to_all_sizes", "ok"])
     args = parser.parse_args()
     timeout = timedelta(seconds=20)
     if args.variant == "ok":
         return
     if args.variant == "mpi_backend":
         dist.init_process_group("mpi", timeout=timeout)
-    if args.variant == "device_id_int":
-        dist.init_process_group("gloo", timeout=timeout, device_id=int(os.environ["LOCAL_RANK"]))
-    if args.variant == "monitored_barrier_not_gloo":
-        from torch.testing._internal.distributed.fake_pg import FakeStore
-        dist.init_process_group("fake", store=FakeStore(), rank=int(os.environ["RANK"]),
-                                world_size=int(os.environ["WORLD_SIZE"]))
-        dist.monitored_barrier(timeout=timeout)
     dist.init_process_group("gloo", timeout=timeout)
     rank = dist.get_rank()
     if args.variant == "premul_sum":

@@ -813,12 +813,12 @@ CASES: list[Case] = [
          launcher_args=["--nnodes=1", "--rdzv-backend=c10d", "--rdzv-endpoint=localhost:29613",
                         "--rdzv-conf=join_timeout=-5"],
          notes="--rdzv-conf join_timeout=-5; the rendezvous handler rejects it; no rank is started."),
-    Case("gen_monitored_barrier_not_gloo", "backend_missing_collective", "fail_torch_messages.py", None,
+    Case("gen_monitored_barrier_not_gloo", "backend_missing_collective", "fail_init_options.py", None,
          expect=["monitored_barrier is only implemented for GLOO backend"],
          script_args=["--variant", "monitored_barrier_not_gloo"],
          notes="dist.monitored_barrier() on a group whose backend is not gloo (torch's test backend 'fake' in the "
                "place of NCCL, which a CPU machine cannot start); every rank raises before any barrier."),
-    Case("gen_gloo_device_id_int", "nccl_without_cuda", "fail_torch_messages.py", None,
+    Case("gen_gloo_device_id_int", "nccl_without_cuda", "fail_init_options.py", None,
          expect=["device_id is an int, but no accelerator support is found"],
          script_args=["--variant", "device_id_int"],
          notes="init_process_group('gloo', device_id=LOCAL_RANK), GPU code, on the CPU-only torch wheel; every rank "
