@@ -37,6 +37,16 @@ CASES = [
     ("torch/distributed/distributed_c10d.py (monitored_barrier)",
      "{}ValueError: monitored_barrier is only implemented for GLOO backend.",
      [[""], ["[rank0]: "], ["[rank7]: "]], "backend_missing_collective"),
+    ("torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (getNcclReduceOp)",
+     "{}ValueError: Cannot use ReduceOp.{} with NCCL",
+     [["", "BAND"], ["[rank3]: ", "BOR"], ["", "BXOR"]], "backend_missing_collective"),
+    ("torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (allreduce_sparse)",
+     "{}RuntimeError: NCCL does not support all_reduce with sparse tensors. Please use dense tensors instead.",
+     [[""], ["[rank0]: "]], "backend_missing_collective"),
+    ("torch/distributed/fsdp/_init_utils.py (_check_module_states_for_sync_module_states)",
+     "{}ValueError: The module has CPU parameters or buffers when `sync_module_states=True`, which requires them to be "
+     "on GPU. Please specify the `device_id` argument or move the module to GPU before passing it to FSDP.",
+     [[""], ["[rank5]: "]], "device_mismatch"),
     ("torch/distributed/distributed_c10d.py (init_process_group's device_id check)",
      "{}ValueError: device_id is an int, but no accelerator support is found from the current compilation. "
      "Please use a different compiled version that supports your accelerator.",
@@ -77,7 +87,9 @@ LOGS = [("gen_launcher_endpoint_no_port", "launcher_args"), ("gen_launcher_rdzv_
         ("gen_monitored_barrier_not_gloo", "backend_missing_collective"), ("gen_gloo_device_id_int", "nccl_without_cuda"),
         # printed on a lent GPU machine (torch 2.11, NCCL 2.28.9; tests/infra/gpu_check.py)
         ("gpu_monitored_barrier_nccl", "backend_missing_collective"), ("gpu_device_id_no_index", "local_rank_device"),
-        ("gpu_fsdp_module_cpu_and_gpu", "device_mismatch"), ("gpu_fsdp_module_meta_and_gpu", "device_mismatch")]
+        ("gpu_fsdp_module_cpu_and_gpu", "device_mismatch"), ("gpu_fsdp_module_meta_and_gpu", "device_mismatch"),
+        ("gpu_fsdp_sync_module_states_cpu", "device_mismatch"), ("gpu_nccl_reduce_op_band", "backend_missing_collective"),
+        ("gpu_nccl_sparse_all_reduce", "backend_missing_collective")]
 
 
 @pytest.mark.parametrize("name, cause", LOGS)

@@ -70,3 +70,16 @@ def test_cli_prints_json_and_rejects_a_bad_root(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "distdoctor.evals.torch_messages", "--torch-root", str(tmp_path)],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_strings_taken_elsewhere_go_through_the_same_filter(tmp_path):
+    """A library's strings listed on another machine (libtorch_cuda.so on a GPU host) are read as the local ones."""
+    listing = tmp_path / "cuda_strings.txt"
+    listing.write_text("Cannot use ReduceOp.BAND with NCCL\nProcessGroupNCCL::allreduce(Tensor x, int y,\n"
+                       "Cannot use ReduceOp.BAND with NCCL\nx.size() INTERNAL ASSERT FAILED at ProcessGroupNCCL.cpp\n")
+    out = subprocess.run([sys.executable, "-m", "distdoctor.evals.torch_messages", "--strings", str(listing),
+                          "--strings-name", "libtorch_cuda.so", "--coverage"], capture_output=True, text=True, check=True)
+    report = json.loads(out.stdout)
+    assert report["summary"]["messages"] == 1 and report["summary"]["covered"] == 1
+    assert report["rows"][0]["where"] == "libtorch_cuda.so"
+    assert report["rows"][0]["diagnosis"][0] == "backend_missing_collective"

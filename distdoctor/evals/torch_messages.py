@@ -2,6 +2,8 @@
 
     python -m distdoctor.evals.torch_messages --torch-root PATH [--coverage] [--uncovered]
     python -m distdoctor.evals.torch_messages --messages FILE --coverage   # an inventory taken elsewhere (a GPU machine)
+    python -m distdoctor.evals.torch_messages --strings FILE --strings-name libtorch_cuda.so --coverage
+        # the printable strings of a library, one a line, taken where it is installed (no CUDA build here)
 
 Python messages: string literals and f-string constant parts of `raise X(...)`, `warnings.warn(...)` and
 `logger.error/warning/exception/critical(...)` calls under torch/distributed/**, read with libcst (never
@@ -148,19 +150,26 @@ def _strings(data: bytes, min_len: int = 16):
 
 def cxx_messages(torch_root: Path) -> list[Message]:
     """Message-like strings (several words, a c10d keyword) of torch's C++ libraries."""
-    out, seen = [], set()
+    out: list[Message] = []
     for name in ("libtorch_cpu.so", "libtorch_cuda.so"):
         lib = torch_root / "lib" / name
-        if not lib.exists():
+        if lib.exists():
+            out.extend(cxx_filter(_strings(lib.read_bytes()), name))
+    return out
+
+
+def cxx_filter(strings, where: str) -> list[Message]:
+    """The strings of a library that read as messages a log shows (not schemas, code, internal asserts)."""
+    out, seen = [], set()
+    for s in strings:
+        s = s.strip()
+        if not CXX_WORDS.search(s) or len(s.split()) < 4 or s in seen:
             continue
-        for s in _strings(lib.read_bytes()):
-            s = s.strip()
-            if not CXX_WORDS.search(s) or len(s.split()) < 4 or s in seen:
-                continue
-            if "INTERNAL ASSERT FAILED" in s or "__torch__" in s or re.search(r"(;|\{|(?<!\{)\})\s*$|^\s*(def|class|import|#include|template)\b|::\w+\(|\w+\(\w+\s\w+,", s):
-                continue  # schemas, code, signatures: not text a log shows
-            seen.add(s)
-            out.append(Message("cxx", name, "string", _PRINTF.sub(FIELD, s)))
+        if "INTERNAL ASSERT FAILED" in s or "__torch__" in s or re.search(
+                r"(;|\{|(?<!\{)\})\s*$|^\s*(def|class|import|#include|template)\b|::\w+\(|\w+\(\w+\s\w+,", s):
+            continue  # schemas, code, signatures: not text a log shows
+        seen.add(s)
+        out.append(Message("cxx", where, "string", _PRINTF.sub(FIELD, s)))
     return out
 
 
@@ -208,12 +217,21 @@ def main(argv: list[str] | None = None) -> int:
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--torch-root", help="the installed torch package folder (…/site-packages/torch)")
     src.add_argument("--messages", help="the JSON an earlier run printed (an inventory taken on another machine)")
+    src.add_argument("--strings", help="a library's printable strings, one a line (taken where the library is)")
+    ap.add_argument("--strings-name", default="strings", help="the library --strings came from (its rows' `where`)")
     ap.add_argument("--coverage", action="store_true", help="also match each message against the knowledge base")
     ap.add_argument("--uncovered", action="store_true", help="with --coverage: list only messages nothing matches")
     ap.add_argument("--no-cxx", action="store_true", help="Python messages only")
     ap.add_argument("--no-python", action="store_true", help="C++ messages only (needs no libcst)")
     args = ap.parse_args(argv)
-    if args.messages:
+    if args.strings:
+        try:
+            messages = cxx_filter(Path(args.strings).read_text(encoding="ascii", errors="replace").splitlines(),
+                                  args.strings_name)
+        except OSError as e:
+            print(f"torch_messages: {args.strings}: {e.strerror}", file=sys.stderr)
+            return 2
+    elif args.messages:
         try:
             messages = [Message(**m) for m in json.loads(Path(args.messages).read_text())["messages"]]
         except (OSError, ValueError, KeyError, TypeError) as e:
