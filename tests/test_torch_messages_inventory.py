@@ -70,6 +70,11 @@ def test_cli_prints_json_and_rejects_a_bad_root(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "distdoctor.evals.torch_messages", "--torch-root", str(tmp_path)],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
+    empty = tmp_path / "no_references"
+    empty.mkdir()
+    bad = subprocess.run([sys.executable, "-m", "distdoctor.evals.torch_messages", "--torch-root", str(root),
+                          "--coverage", "--references", str(empty)], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
 def test_strings_taken_elsewhere_go_through_the_same_filter(tmp_path):

@@ -189,11 +189,11 @@ def line_of(m: Message, value: str = FILLS[0]) -> str:
     return text
 
 
-def coverage(messages: list[Message]) -> list[dict]:
+def coverage(messages: list[Message], references: str | None = None) -> list[dict]:
     from distdoctor.diagnose import diagnose_text
     from distdoctor.diagnose.matcher import matcher_for
 
-    matcher = matcher_for()
+    matcher = matcher_for(references)
     rows = []
     for m in messages:
         # covered if some typical filling matches (a field may need a number, a device or an endpoint)
@@ -205,7 +205,7 @@ def coverage(messages: list[Message]) -> list[dict]:
                 break
         row = {**asdict(m), "line": line, "signatures": sorted({f"{s.cause}#{s.index}" for s in hits})}
         if hits:
-            r = diagnose_text(line)
+            r = diagnose_text(line, references_root=references)
             row["diagnosis"] = [c["id"] for c in r["causes"]][:3]
             row["verdict"] = r["verdict"]
         rows.append(row)
@@ -221,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strings-name", default="strings", help="the library --strings came from (its rows' `where`)")
     ap.add_argument("--coverage", action="store_true", help="also match each message against the knowledge base")
     ap.add_argument("--uncovered", action="store_true", help="with --coverage: list only messages nothing matches")
+    ap.add_argument("--references", help="the knowledge base to match against (default: this checkout's references/)")
     ap.add_argument("--no-cxx", action="store_true", help="Python messages only")
     ap.add_argument("--no-python", action="store_true", help="C++ messages only (needs no libcst)")
     args = ap.parse_args(argv)
@@ -248,7 +249,13 @@ def main(argv: list[str] | None = None) -> int:
         json.dump({"messages": [asdict(m) for m in messages], "count": len(messages)}, sys.stdout, indent=1)
         print()
         return 0
-    rows = coverage(messages)
+    from distdoctor.knowledge import KnowledgeError
+
+    try:
+        rows = coverage(messages, args.references)
+    except KnowledgeError as e:
+        print(f"torch_messages: {e}", file=sys.stderr)
+        return 2
     covered = [r for r in rows if r["signatures"]]
     summary = {"messages": len(rows), "covered": len(covered),
                "python": sum(r["source"] == "py" for r in rows), "cxx": sum(r["source"] == "cxx" for r in rows),
