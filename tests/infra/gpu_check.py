@@ -58,6 +58,11 @@ FAILURES = [
     ("batch_left_on_cpu", 1, {}, "same device"),
     ("ddp_model_on_cpu", 1, {}, "device_ids"),
     ("device_assert_rank1", 2, {}, "device-side assert"),
+    ("fsdp_module_cpu_and_gpu", 1, {}, "both CPU and GPU params"),
+    ("fsdp_module_meta_and_gpu", 1, {}, "single device modules"),
+    ("monitored_barrier_nccl", 1, {}, "only implemented for GLOO"),
+    ("device_id_no_index", 1, {}, "device_id with index"),
+    ("fsdp_sync_module_states_cpu", 1, {}, "sync_module_states"),
 ]
 
 # Loaded in every Python process of a `run` through PYTHONPATH: records the process group's backend and
