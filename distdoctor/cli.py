@@ -126,6 +126,16 @@ def run_tool(name: str, argv: Sequence[str], prog: str, script: str | None = Non
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process killed by SIGPIPE
 
 
+def quiet_on_broken_pipe(main) -> int:
+    """`main()`'s exit code; when its reader left early (`| head`), stop quietly with EXIT_BROKEN_PIPE as
+    command-line tools do (the evals' modules run with `python -m` use this)."""
+    try:
+        return main()
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's flush at exit does not fail on the closed pipe again."""
     import os

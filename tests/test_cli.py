@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -147,6 +148,17 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     log = ROOT / "tests/data/logs/gpu_device_assert_rank1.log"
     p = subprocess.Popen([sys.executable, "-m", "distdoctor", "diagnose", "--json", str(log)], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait() == 141 and "Traceback" not in err, err
+
+
+def test_an_eval_module_whose_reader_leaves_early_gets_no_traceback(tmp_path):
+    """The evals' modules run with `python -m` (torch_messages, retrieval_cv, ...) stop as quietly as the CLI."""
+    one = {"source": "py", "where": "a.py:1", "kind": "ValueError", "template": "x" * 100000}
+    (tmp_path / "m.json").write_text(json.dumps({"messages": [one] * 5, "count": 5}))  # more than a pipe holds
+    p = subprocess.Popen([sys.executable, "-m", "distdoctor.evals.torch_messages", "--messages",
+                          str(tmp_path / "m.json")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait() == 141 and "Traceback" not in err, err

@@ -102,4 +102,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from distdoctor.cli import quiet_on_broken_pipe
+
+    sys.exit(quiet_on_broken_pipe(main))
