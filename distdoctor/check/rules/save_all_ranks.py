@@ -102,6 +102,11 @@ VALID = [
     "            torch.save(model.state_dict(), path)\n",
     # a map-style Dataset caching one item's features beside its file (VITS's spectrogram cache): the sampler
     # gives each rank other items
+    # a one-process nn.DataParallel script that only imports torch.distributed (a tutorial's ImageNet-style
+    # imports): one process writes its log and checkpoint
+    "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\ndef main(model):\n"
+    "    model = torch.nn.DataParallel(model).cuda()\n    with open('log.csv', 'a+') as f:\n        f.write('1')\n"
+    "    torch.save(model.state_dict(), 'ckpt.pt')\n",
     "import os\nimport torch\nimport torch.distributed as dist\n\nclass Speech(torch.utils.data.Dataset):\n"
     "    def load(self, path):\n        spec_path = path + '.spec.pt'\n        if os.path.exists(spec_path):\n"
     "            return torch.load(spec_path)\n        spec = features(path)\n        torch.save(spec, spec_path)\n"
@@ -116,6 +121,10 @@ INVALID = [
     # two calls up, one caller is guarded and one is not: every rank reaches the save
     ("import torch\nimport torch.distributed as dist\n\ndef write(m):\n    torch.save(m, 'ckpt.pt')\n\n"
      "def finish(m):\n    write(m)\n\nif dist.get_rank() == 0:\n    finish(model)\nfinish(model)\n", 5),
+    # DataParallel beside a process group: a distributed program
+    ("import torch\nimport torch.distributed as dist\n\ndef main(model, args):\n    if args.distributed:\n"
+     "        dist.init_process_group('gloo')\n    else:\n        model = torch.nn.DataParallel(model)\n"
+     "    torch.save(model.state_dict(), 'ckpt.pt')\n", 9),
     # a class that is not a Dataset still saves one path on every rank
     ("import torch\nimport torch.distributed as dist\n\nclass Trainer:\n    def finish(self):\n"
      "        dist.init_process_group('gloo')\n        torch.save(self.model.state_dict(), 'ckpt.pt')\n", 7),
