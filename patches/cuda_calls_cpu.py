@@ -16,6 +16,11 @@ that already checks for CUDA (`torch.cuda.is_available()`, `x.is_cuda`, `device 
   - a CUDA string literal given to a torch factory's `device=` (`torch.tensor(..., device="cuda")`, the
     MetricLogger of deit/dino/ConvNeXt/mae/detr), `.to_empty(device="cuda")` or `.to("cuda")` becomes
     `"cuda" if ... else "cpu"`;
+  - a legacy CUDA tensor type made or set as the default (`torch.cuda.LongTensor(n)`,
+    `torch.set_default_tensor_type(torch.cuda.HalfTensor)`, `x.type(torch.cuda.FloatTensor)`: `TypeError:
+    type torch.cuda.LongTensor not available. Torch not compiled with CUDA enabled.` with torch 2.13)
+    gets the CPU type of the same dtype when there is no CUDA (`torch.LongTensor`); a type only compared
+    (`torch.cuda.HalfTensor in buckets`, isinstance) is left alone;
   - `torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)` keeps `model` when there is no CUDA (DDP
     refuses SyncBatchNorm on the CPU: `ValueError: SyncBatchNorm layers only work with GPU modules`), so
     a CPU run normalizes with each rank's own batch statistics.
@@ -50,7 +55,9 @@ PATCH = PatchInfo(
          "without a GPU now runs on the CPU.",
     prefilter=(".cuda(", "'cuda", '"cuda', "synchronize(", "convert_sync_batchnorm", "reset_peak_memory_stats",
                "reset_max_memory", "reset_accumulated_memory", "ipc_collect",
-               "set_device("),
+               "set_device(", *(f"cuda.{t}" for t in (
+                   "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
+                   "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"))),
 )
 
 GUARD = "torch.cuda.is_available()"
@@ -61,6 +68,9 @@ RAISING = frozenset(f"torch.cuda.{name}" for name in (
     "reset_accumulated_memory_stats", "ipc_collect", "set_device"))
 SYNC_BN = frozenset({"torch.nn.SyncBatchNorm.convert_sync_batchnorm",
                      "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm"})
+LEGACY_TYPES = frozenset({"FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
+                          "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"})
+TYPE_TAKERS = frozenset({"torch.set_default_tensor_type"})  # and any `.type(...)` method call
 CUDA_KEYWORDS = frozenset({"non_blocking", "memory_format"})  # .cuda() keywords that leave the device alone
 
 
@@ -148,6 +158,18 @@ def _ast_candidate(node: ast.Call, roots: set[str]) -> bool:
         isinstance(func, ast.Attribute) and func.attr in ("to", "to_empty") or ast_root_name(func) in roots)
 
 
+def _ast_legacy_type(node: ast.AST) -> bool:
+    """`<x>.cuda.LongTensor` and the like (a CUDA-only tensor type)."""
+    return isinstance(node, ast.Attribute) and node.attr in LEGACY_TYPES \
+        and isinstance(node.value, ast.Attribute) and node.value.attr == "cuda"
+
+
+def _ast_legacy_use(node: ast.Call) -> bool:
+    """A call that makes a CUDA tensor type, or hands one to set_default_tensor_type()/.type()."""
+    return _ast_legacy_type(node.func) or ast_ident(node.func) in ("set_default_tensor_type", "type") \
+        and bool(node.args) and _ast_legacy_type(node.args[0])
+
+
 def _ast_cuda_literal(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) \
         and (node.value == "cuda" or node.value.startswith("cuda:"))
@@ -170,7 +192,7 @@ def screen(tree: ast.Module) -> bool:
             torch_imported = torch_imported or (node.module or "").split(".")[0] == "torch" and not node.level
     if not torch_imported:
         return False
-    found = [n for n in ast_nodes(tree, ast.Call) if _ast_candidate(n, imported)]
+    found = [n for n in ast_nodes(tree, ast.Call) if _ast_candidate(n, imported) or _ast_legacy_use(n)]
     found += [n for n in ast_nodes(tree, ast.Expr) if isinstance(n.value, ast.Call)
               and ast_ident(n.value.func) in raising and ast_root_name(n.value.func) in imported]
     return ast_any_unguarded(tree, found, _ast_cuda_test)
@@ -216,9 +238,43 @@ class Transformer(InPlaceRewrite):
                 return i
         return None
 
+    def _legacy_type(self, node: cst.BaseExpression) -> str | None:
+        """The dtype's type name when node is `torch.cuda.<X>Tensor`, else None."""
+        if not (isinstance(node, cst.Attribute) and node.attr.value in LEGACY_TYPES):
+            return None
+        return node.attr.value if f"torch.cuda.{node.attr.value}" in qualified_names(self, node) else None
+
+    def _cpu_type(self, node: cst.BaseExpression, name: str) -> cst.IfExp:
+        AddImportsVisitor.add_needed_import(self.context, "torch")
+        return cst.IfExp(test=cst.parse_expression(GUARD), body=node.with_changes(lpar=[], rpar=[]),
+                         orelse=cst.parse_expression(f"torch.{name}"))
+
+    def _legacy_call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call | None:
+        """`torch.cuda.LongTensor(n)` -> `(... if GUARD else torch.LongTensor)(n)`; a CUDA type given to
+        set_default_tensor_type() or `.type()` -> `... if GUARD else torch.<X>Tensor`."""
+        name = self._legacy_type(original_node.func)
+        if name is not None:
+            self.record(original_node, f"torch.cuda.{name}: torch.{name} unless {GUARD}")
+            return updated_node.with_changes(func=self._cpu_type(updated_node.func, name).with_changes(
+                lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
+        first = original_node.args[0] if original_node.args else None
+        if first is None or first.keyword is not None or first.star:
+            return None
+        name = self._legacy_type(first.value)
+        if name is None or not (m.matches(original_node.func, m.Attribute(attr=m.Name("type")))
+                                or qualified_names(self, original_node.func) & TYPE_TAKERS):
+            return None
+        self.record(original_node, f"{_short(original_node.func)}(torch.cuda.{name}): torch.{name} unless {GUARD}")
+        args = list(updated_node.args)
+        args[0] = args[0].with_changes(value=self._cpu_type(args[0].value, name))
+        return updated_node.with_changes(args=args)
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if self.guarded or id(original_node) in self.statements:
             return updated_node
+        legacy = self._legacy_call(original_node, updated_node)
+        if legacy is not None:
+            return legacy
         literal = self._literal_device(original_node)
         if literal is not None:
             AddImportsVisitor.add_needed_import(self.context, "torch")

@@ -7,7 +7,9 @@ available.` / `RuntimeError: Attempting to deserialize object on a CUDA device b
 torch.cuda.is_available() is False.` with torch 2.13). The patch uses a device variable the code
 already binds in the same function (`device`, `*_device`, a parameter of that name, or `self.device`
 set in the class's `__init__`) unless that variable holds an index or only CUDA; otherwise it guards
-the index with `torch.cuda.is_available()`.
+the index with `torch.cuda.is_available()`. A device-named variable computed as a GPU index by
+`device = rank % torch.cuda.device_count()` becomes `"cpu"` when no GPU is available (its later
+`.to(device)`/`device=device` then work unchanged).
 Real code: pytorch/examples distributed/ddp-tutorial-series (multinode.py, multigpu_torchrun.py,
 single_gpu.py); docs/real-repos.md findings 5, 9 and 13.
 """
@@ -24,7 +26,7 @@ from libcst.metadata import ClassScope, ComprehensionScope, FunctionScope, Posit
     QualifiedNameProvider, ScopeProvider
 
 from distdoctor.patching.base import PatchCommand, PatchInfo
-from distdoctor.patching.cstutil import ast_ident, ast_nodes, ast_plain_string, nodes_of
+from distdoctor.patching.cstutil import ast_ident, ast_nodes, ast_plain_string, nodes_of, walk
 
 PATCH = PatchInfo(
     id="int_device",
@@ -33,7 +35,7 @@ PATCH = PatchInfo(
     risk="The device variable found by name is assumed to be the one the set-up bound for this rank; "
          "`.cuda(i)` becomes `.to(...)`, which does not accept .cuda()'s non_blocking/memory_format "
          "positional forms.",
-    prefilter=(".to(", ".cuda(", "map_location"),
+    prefilter=(".to(", ".cuda(", "map_location", "device_count"),
 )
 
 # at most one word before the index name: ddp_local_rank, local_gpu_id (not device_from_device_id)
@@ -126,9 +128,19 @@ def _ast_gpu_location(node: ast.AST, gpu_names: set[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in gpu_names
 
 
+def _ast_count_modulo(node: ast.AST) -> bool:
+    """`x % <...device_count()...>`: a GPU index computed from the GPU count."""
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and any(
+        ast_ident(c.func) == "device_count" for c in ast.walk(node.right) if isinstance(c, ast.Call))
+
+
 def screen(tree: ast.Module) -> bool:
-    """Cheap pre-check on Python's own parse: a .to()/.cuda() of an index, or a map_location that is
-    (or names) a GPU index or CUDA device."""
+    """Cheap pre-check on Python's own parse: a .to()/.cuda() of an index, a map_location that is
+    (or names) a GPU index or CUDA device, or `device = x % device_count()`."""
+    for node in ast_nodes(tree, ast.Assign):
+        if _ast_count_modulo(node.value) and any(
+                isinstance(t, ast.Name) and _DEVICE_NAME.match(t.id) for t in node.targets):
+            return True
     gpu_names: set[str] | None = None
     for node in ast_nodes(tree, ast.Call):
         func = node.func
@@ -279,6 +291,27 @@ class Transformer(PatchCommand):
         return any(n.startswith("torch.cuda.") for n in names)
 
     # -- rewrite --------------------------------------------------------------------------------------
+    def _count_modulo(self, node: cst.BaseExpression) -> bool:
+        """`x % torch.cuda.device_count()` (the count possibly wrapped, as in `max(..., 1)`)."""
+        if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)):
+            return False
+        return any(q.name == "torch.cuda.device_count"
+                   for call in walk(node.right) if isinstance(call, cst.Call)
+                   for q in self.get_metadata(QualifiedNameProvider, call.func, set()))
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        """`device = rank % torch.cuda.device_count()` -> `... if torch.cuda.is_available() else "cpu"`."""
+        if len(original_node.targets) != 1 or not m.matches(original_node.targets[0].target, m.Name()) \
+                or not _DEVICE_NAME.match(original_node.targets[0].target.value) \
+                or not self._count_modulo(original_node.value):
+            return updated_node
+        AddImportsVisitor.add_needed_import(self.context, "torch")
+        new = cst.IfExp(test=cst.parse_expression(_GUARD), body=updated_node.value,
+                        orelse=cst.SimpleString('"cpu"'))
+        self.record(original_node, f"{original_node.targets[0].target.value} = {_code(original_node.value)}: "
+                                   f"\"cpu\" unless torch.cuda.is_available()")
+        return updated_node.with_changes(value=new)
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         args = list(updated_node.args)
         method = None

@@ -32,6 +32,8 @@ CASES = [
     ("gloo_backend/default_backend_device_id", "Expected a cuda device, but got: cpu"),
     ("gloo_backend/launcher_backend_param", "Distributed package doesn't have NCCL built in"),
     ("cuda_calls_cpu/bare_set_device", "module 'torch._C' has no attribute '_cuda_setDevice'"),
+    ("int_device/device_modulo_count", "ZeroDivisionError: integer modulo by zero"),
+    ("cuda_calls_cpu/legacy_cuda_tensor_types", "type torch.cuda.FloatTensor not available"),
 ]
 
 

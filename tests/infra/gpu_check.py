@@ -39,7 +39,8 @@ PATCHED = [
         "gloo_backend/platform_chain_then_set_device", "gloo_backend/platform_ifexp_backend",
         "int_device/device_keyword_any_call", "gloo_backend/setup_beside_try",
         "cuda_requirements/count_name_modulo", "gloo_backend/default_backend_device_id",
-        "gloo_backend/launcher_backend_param", "cuda_calls_cpu/bare_set_device")),
+        "gloo_backend/launcher_backend_param", "cuda_calls_cpu/bare_set_device",
+        "int_device/device_modulo_count", "cuda_calls_cpu/legacy_cuda_tensor_types")),
     "evals/programs/backend_nanogpt.py", "evals/programs/backend_nanochat.py",
     "evals/programs/backend_ddp_tutorial.py", "examples/broken_ddp/train.py",
 ]

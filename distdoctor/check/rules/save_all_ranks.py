@@ -34,6 +34,18 @@ def _target(model, site) -> cst.BaseExpression | None:
     return None
 
 
+_PROCESS_UNIQUE = frozenset({"getpid", "uuid1", "uuid4"})
+_COARSE = frozenset({"strftime", "int", "round", "date"})  # a clock cut to seconds or days is shared by the ranks
+
+
+def _per_process(value: cst.CSTNode) -> bool:
+    """A name part that differs between processes: the pid, a uuid, or the full `datetime.now()` (microseconds;
+    DLRM's `str(datetime.datetime.now())` profile files), not a clock cut by strftime/int/round/date."""
+    calls = {ident(n.func) for n in walk(value) if isinstance(n, cst.Call)}
+    attrs = {n.attr.value for n in walk(value) if isinstance(n, cst.Attribute)}
+    return bool(calls & _PROCESS_UNIQUE) or bool(calls & {"now", "utcnow"}) and not (calls | attrs) & _COARSE
+
+
 def _in_dataset(model, site) -> bool:
     """A method of a map-style Dataset (`class TextAudioLoader(torch.utils.data.Dataset)` caching one item's
     features next to it): the sampler hands each rank other items, so the ranks write other files."""
@@ -49,7 +61,8 @@ def check(model, out: FileResult) -> None:
         if path is None or not on_every_rank(model, site) or _in_dataset(model, site):
             continue
         values = api.values_of(model, site, path)
-        if any(api.mentions_rank(model, v) or (ident(v) or "").lower().endswith(BUFFERS) or "devnull" in model.code(v)
+        if any(api.mentions_rank(model, v) or _per_process(v) or (ident(v) or "").lower().endswith(BUFFERS)
+               or "devnull" in model.code(v)
                or isinstance(v, cst.Call) and ident(v.func) in ("BytesIO", "StringIO", "TemporaryDirectory",
                                                                 "mkdtemp", "NamedTemporaryFile", "mkstemp")
                for v in values):
@@ -86,6 +99,12 @@ VALID = [
     # a path the caller chose (improved-diffusion's logger gets per-rank file names)
     "import torch.distributed as dist\n\nclass Log:\n    def __init__(self, filename):\n"
     "        self.file = open(filename, 'wt')\n",
+    # a file name with the full time of day or the pid: one name per process (DLRM's profile files)
+    "import datetime\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
+    "stamp = str(datetime.datetime.now()).replace(' ', '_')\nwith open('prof' + stamp + '.txt', 'w') as f:\n"
+    "    f.write(table)\n",
+    "import os\nimport torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
+    "torch.save(state, f'ckpt_{os.getpid()}.pt')\n",
     # an in-memory buffer
     "import io\nimport torch\nimport torch.distributed as dist\nmem_file = io.BytesIO()\ntorch.save(ckpt, mem_file)\n",
     # two calls under the main-process-first block: rank 0 writes the cache, the others then find it and load
@@ -102,6 +121,11 @@ VALID = [
     "            torch.save(model.state_dict(), path)\n",
     # a map-style Dataset caching one item's features beside its file (VITS's spectrogram cache): the sampler
     # gives each rank other items
+    # a one-process nn.DataParallel script that only imports torch.distributed (a tutorial's ImageNet-style
+    # imports): one process writes its log and checkpoint
+    "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\ndef main(model):\n"
+    "    model = torch.nn.DataParallel(model).cuda()\n    with open('log.csv', 'a+') as f:\n        f.write('1')\n"
+    "    torch.save(model.state_dict(), 'ckpt.pt')\n",
     "import os\nimport torch\nimport torch.distributed as dist\n\nclass Speech(torch.utils.data.Dataset):\n"
     "    def load(self, path):\n        spec_path = path + '.spec.pt'\n        if os.path.exists(spec_path):\n"
     "            return torch.load(spec_path)\n        spec = features(path)\n        torch.save(spec, spec_path)\n"
@@ -116,6 +140,13 @@ INVALID = [
     # two calls up, one caller is guarded and one is not: every rank reaches the save
     ("import torch\nimport torch.distributed as dist\n\ndef write(m):\n    torch.save(m, 'ckpt.pt')\n\n"
      "def finish(m):\n    write(m)\n\nif dist.get_rank() == 0:\n    finish(model)\nfinish(model)\n", 5),
+    # a time of day cut to seconds is the same on every rank
+    ("import time\nimport datetime\nimport torch\nimport torch.distributed as dist\ndist.init_process_group('gloo')\n"
+     "stamp = datetime.datetime.now().strftime('%H%M%S')\ntorch.save(state, f'ckpt_{stamp}.pt')\n", 7),
+    # DataParallel beside a process group: a distributed program
+    ("import torch\nimport torch.distributed as dist\n\ndef main(model, args):\n    if args.distributed:\n"
+     "        dist.init_process_group('gloo')\n    else:\n        model = torch.nn.DataParallel(model)\n"
+     "    torch.save(model.state_dict(), 'ckpt.pt')\n", 9),
     # a class that is not a Dataset still saves one path on every rank
     ("import torch\nimport torch.distributed as dist\n\nclass Trainer:\n    def finish(self):\n"
      "        dist.init_process_group('gloo')\n        torch.save(self.model.state_dict(), 'ckpt.pt')\n", 7),

@@ -18,6 +18,11 @@ from distdoctor.patching.cstutil import walk
 RULE = RuleInfo("DD403", "single_process_launch", "mp.spawn(nprocs=device_count()) with no CPU fallback")
 
 
+def _plain_attr(node) -> bool:
+    """`args.nprocs`: an attribute of a plain name, which the file may assign like a variable."""
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+
+
 def _is_count(node) -> bool:
     return isinstance(node, cst.Call) and ident(node.func) == "device_count"
 
@@ -33,12 +38,16 @@ def _only_notice(node) -> bool:
             for small in stmt.body) for stmt in node.body.body)
 
 
+def _code(node) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
 def _checked(func_node, module, name: str | None) -> bool:
     """An assert or if before the spawn tests the count or CUDA's availability (a loud failure or a branch)."""
     for node in walk(func_node if func_node is not None else module):
         if isinstance(node, (cst.Assert, cst.If, cst.IfExp, cst.While)) and not _only_notice(node):
             for sub in walk(node.test):
-                if (name and isinstance(sub, cst.Name) and sub.value == name) or (
+                if (name and isinstance(sub, (cst.Name, cst.Attribute)) and _code(sub) == name) or (
                         isinstance(sub, (cst.Name, cst.Attribute)) and ident(sub) in ("is_available", "device_count")):
                     return True
     return False
@@ -52,6 +61,8 @@ def check(model, out: FileResult) -> None:
         if nprocs is None:
             continue
         name = ident(nprocs) if isinstance(nprocs, cst.Name) else None
+        if _plain_attr(nprocs):
+            name = model.code(nprocs)  # `args.nprocs = torch.cuda.device_count()` (a tutorial's launcher)
         if name is not None:
             values = [a.value for a in model.assigns if name in a.targets and a.func is site.func] or \
                      [a.value for a in model.assigns if name in a.targets]
@@ -69,11 +80,16 @@ VALID = [
     "import torch\nimport torch.multiprocessing as mp\nn = torch.cuda.device_count()\n"
     "assert n >= 2, 'needs 2 GPUs'\nmp.spawn(worker, nprocs=n)\n",
     "import torch\nimport torch.multiprocessing as mp\nmp.spawn(worker, nprocs=max(1, torch.cuda.device_count()))\n",
+    "import torch\nimport torch.multiprocessing as mp\n\ndef main(args):\n    args.nprocs = torch.cuda.device_count()\n"
+    "    if args.nprocs < 1:\n        raise SystemExit('no GPU')\n    mp.spawn(worker, nprocs=args.nprocs)\n",
 ]
 
 INVALID = [
     ("import torch\nimport torch.multiprocessing as mp\n\ndef main():\n    world = torch.cuda.device_count()\n"
      "    mp.spawn(worker, args=(world,), nprocs=world, join=True)\n", 6),
+    # the count kept in an attribute of the arguments (a tutorial's multiprocessing_distributed.py shape)
+    ("import torch\nimport torch.multiprocessing as mp\n\ndef main(args):\n"
+     "    args.nprocs = torch.cuda.device_count()\n    mp.spawn(worker, nprocs=args.nprocs, args=(args.nprocs, args))\n", 6),
     # a warning when there is no GPU is no fallback: still 0 workers
     ("import warnings\nimport torch\nimport torch.multiprocessing as mp\n\ndef main():\n"
      "    if not torch.cuda.is_available():\n        warnings.warn('CPU training is not allowed.')\n"
