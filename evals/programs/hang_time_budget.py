@@ -1,5 +1,5 @@
 """Each rank stops training when its own wall-clock budget is spent (`if time.monotonic() - start > budget_s:
-break`); rank 1 started its clock before a slow warm-up, so it breaks out one step earlier and waits in the final
+break`); rank 1 started its clock while rank 0 still loaded a checkpoint, so it breaks out one step earlier and waits in the final
 barrier while rank 0 waits in the next step's all_reduce (a per-rank stop test, not a shared one). 2 ranks.
 Expected: odd rank 1, cause rank_conditional_collective, location: the `if time.monotonic() - start > budget_s:` line."""
 import time
@@ -13,10 +13,10 @@ def main() -> None:
     dist.init_process_group("gloo", timeout=timedelta(seconds=300))
     rank = dist.get_rank()
     budget_s = 1.5
+    if rank == 0:
+        time.sleep(1.0)  # rank 0 loads the checkpoint before its clock starts
     start = time.monotonic()
-    if rank == 1:
-        time.sleep(1.0)  # warm-up counted in rank 1's budget only
-    dist.barrier()
+    dist.barrier()  # rank 1's clock runs while it waits here for rank 0
     step = 0
     while True:
         if time.monotonic() - start > budget_s:
