@@ -29,7 +29,7 @@ from distdoctor.hang import init_wait
 from distdoctor.hang.frames import GROUP_OPS, called_back, short
 from distdoctor.hang.model import GONE, INIT, USER, WAITING, Frame, HostSnapshot, RankSnapshot
 from distdoctor.hang.source import (Block, debug_call, enclosing, exit_guards, in_function_of, line_text,
-                                    skipping_handlers, swallowing_handlers)
+                                    loop_exits, skipping_handlers, swallowing_handlers)
 
 SAVE_LIKE = re.compile(r"save|checkpoint|state_dict|consolidate|serializ", re.IGNORECASE)
 LOGGER_LIKE = re.compile(r"logger|wandb|mlflow|tensorboard|summarywriter|neptune|comet|clearml|aim_run|"
@@ -146,6 +146,11 @@ def _skipped(odd: RankSnapshot, others: list[RankSnapshot]) -> tuple[Block, Rank
         handlers = swallowing_handlers(at.file, at.line) if beyond else ()
         if handlers:
             return handlers[0], at, past
+        conds = [b for b in enclosing(at.file, at.line) if b.kind == "if" and b.branch == "body"
+                 and in_function_of(at.file, at.line, b.line)] if left else []
+        if conds:  # the waiting ranks' collective is under an `if` (`if sync:`) the ranks past it skipped
+            b = conds[-1]
+            return Block(b.kind, b.file, b.line, b.header, b.on_rank, "entered"), at, past
     return None
 
 
@@ -276,6 +281,14 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
     skip = next(iter(skipping_handlers(loop.file, loop.line, next((f.line for f in inside.path if f.file ==
                                                                      loop.file and f.line > loop.line), None))),
                 None) if loop is not None and guard is None else None
+    # a branch inside that loop that only some ranks entered (`if should_log(step):` whose test calls a helper):
+    # their extra collective there pairs with the others' next one
+    entered = next((b for g, o in ((r, others), (others[0], odd)) if g is not None and o
+                    for _, b in reversed(_unique_blocks(g, o)) if b.kind == "if" and b.branch == "body"
+                    and b.file == loop.file and b.line > loop.line), None) \
+        if loop is not None and guard is None and others else None
+    if guard is None and skip is None and entered is not None:
+        guard = Block(entered.kind, entered.file, entered.line, entered.header, entered.on_rank, "entered")
     if guard is not None:
         where = f"`{guard.header}` at {short(guard.file)}:{guard.line} ({'its body' if guard.branch != 'else' else 'its else branch'})" \
             if guard.kind == "if" else f"`{guard.header}` at {short(guard.file)}:{guard.line}"
@@ -283,6 +296,10 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
         if guard.branch == "exit":
             ev[-1] = (f"`{guard.header}` at {short(guard.file)}:{guard.line} ends in an early exit above "
                       f"{r.op}: the other ranks took it and left, {_label(r)} did not")
+        elif guard.branch == "entered":
+            ev[-1] = (f"the ranks in {r.op if inside is r else others[0].op} got there through `{guard.header}` at "
+                      f"{short(guard.file)}:{guard.line} inside `{loop.header}`; the other ranks did not enter it "
+                      "and went on to their next collective")
         elif guard.branch == "split":
             ev[-1] = (f"the ranks are in different branches of `{guard.header}` at {short(guard.file)}:{guard.line}"
                       ", which call collectives in a different order (collectives pair by order, not by name)")
@@ -320,17 +337,26 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
             ev.append("the loop runs over data split by rank")
         v.causes = [Cause("dataloader_uneven", 0.85, ev), Cause("rank_conditional_collective", 0.4, base)]
         v.location = _location(loop.file, loop.line, "the loop the ranks ran a different number of times")
+        stop = next(iter(loop_exits(loop.file, loop.line)), None)
+        if stop is not None:  # the per-rank test that let some ranks leave the loop first
+            ev.append(f"`{stop.header}` at {short(stop.file)}:{stop.line} breaks out of the loop on a test each rank "
+                      "makes on its own (a step limit, a time budget): it held on some ranks before the others")
+            v.location = _location(stop.file, stop.line, "the test that let some ranks leave the loop first")
     elif (skipped := _skipped(r, others)) is not None:
         block, at, past = skipped
         how = (f"`{block.header}` at {short(block.file)}:{block.line} above {at.op} ends in an early exit: "
                f"{_label(past)} took it and went on to its next collective, {_label(at)} did not") \
+            if block.kind == "if" and block.branch != "entered" else \
+            (f"{_label(at)} waits in {at.op} inside `{block.header}` at {short(block.file)}:{block.line}; "
+             f"{_label(past)} did not enter it, left the function and went on to its next collective") \
             if block.kind == "if" else \
             (f"`{block.header}` at {short(block.file)}:{block.line} catches an error raised around {at.op} and "
              f"goes on: a rank that raised there ({_label(past)}) skipped the collective, the others wait in it")
         if block.kind == "if" and not block.on_rank:
             how += " (the test is on data, which differs by rank)"
         v.causes = [Cause("rank_conditional_collective", 0.75, base + [how])]
-        v.location = _location(block.file, block.line, "the exit that took some ranks past the collective"
+        v.location = _location(block.file, block.line, "the branch only some ranks entered"
+                               if block.branch == "entered" else "the exit that took some ranks past the collective"
                                if block.kind == "if" else "the except clause that let a rank skip the collective")
     else:
         v.causes = [Cause("rank_conditional_collective", 0.6, base + [

@@ -98,5 +98,5 @@ ROUND3 = [
     HangCase("hang_main_first_ctx", 3, (0,), "rank_conditional_collective", "with main_process_first(rank):"),
     HangCase("hang_generator_break", 3, (0,), "dataloader_uneven", "if step >= max_steps:"),
 ]
-CASES = BUILT_ON + GENERALIZATION + ROUND2
+CASES = BUILT_ON + GENERALIZATION + ROUND2 + ROUND3
 BY_NAME = {c.name: c for c in CASES}

@@ -141,6 +141,23 @@ def skipping_handlers(file: str | None, loop_line: int | None, before: int | Non
                  and not any(i["start"] <= s["start"] and s["end"] <= i["end"] for i in inner))
 
 
+def loop_exits(file: str | None, loop_line: int | None) -> tuple[Block, ...]:
+    """The `if`s inside the loop whose header is at loop_line that end in `break` (of that loop, not of a loop
+    nested in it): the per-rank test (a step limit, a time budget) that let some ranks leave the loop first."""
+    spans = _spans(file) if file and loop_line else None
+    if not spans:
+        return ()
+    loop = next((s for s in spans if s["kind"] in ("for", "while") and s["line"] == loop_line), None)
+    if loop is None:
+        return ()
+    inner = [s for s in spans if s["kind"] in ("for", "while", "def") and s is not loop
+             and loop["start"] <= s["start"] and s["end"] <= loop["end"]]
+    return tuple(Block("if", file, s["line"], s["header"], s["on_rank"], "exit") for s in spans
+                 if s["kind"] == "if" and s.get("exits") == "break" and loop["start"] < s["start"]
+                 and s["end"] <= loop["end"] and not any(i["start"] <= s["start"] and s["end"] <= i["end"]
+                                                         for i in inner))
+
+
 def debug_call(file: str | None, line: int | None) -> Block | None:
     """The debugger call (breakpoint(), pdb.set_trace()) nearest above or at file:line in the same function."""
     spans = _spans(file) if file and line else None
