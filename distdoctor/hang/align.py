@@ -29,7 +29,7 @@ from distdoctor.hang import init_wait
 from distdoctor.hang.frames import GROUP_OPS, called_back, short
 from distdoctor.hang.model import GONE, INIT, USER, WAITING, Frame, HostSnapshot, RankSnapshot
 from distdoctor.hang.source import (Block, debug_call, enclosing, exit_guards, in_function_of, line_text,
-                                    loop_exits, skipping_handlers, swallowing_handlers)
+                                    loop_exits, skipping_handlers, swallowing_handlers, with_bodies)
 
 SAVE_LIKE = re.compile(r"save|checkpoint|state_dict|consolidate|serializ", re.IGNORECASE)
 LOGGER_LIKE = re.compile(r"logger|wandb|mlflow|tensorboard|summarywriter|neptune|comet|clearml|aim_run|"
@@ -154,6 +154,19 @@ def _skipped(odd: RankSnapshot, others: list[RankSnapshot]) -> tuple[Block, Rank
     return None
 
 
+def _entering(odd: RankSnapshot, others: list[RankSnapshot]) -> tuple[Block, RankSnapshot, RankSnapshot] | None:
+    """A `with` that some ranks are still entering (their path runs through its header line: they wait in the
+    context manager's __enter__, `main_process_first`'s barrier) while another rank is inside its body, waiting
+    in a collective there that pairs with nothing. Returns (the with, a rank in its body, a rank entering)."""
+    for inside, entering in [(odd, o) for o in others[:1]] + [(o, odd) for o in others[:1]]:
+        at = {(f.file, f.line) for f in entering.path}
+        for f in inside.path:
+            for w in with_bodies(f.file, f.line):
+                if (w.file, w.line) in at:
+                    return w, inside, entering
+    return None
+
+
 def _prompt(r: RankSnapshot, base: list[str], v: Verdict) -> None:
     """Rank r is blocked reading typed input (not a debugger's): a question nobody answers holds the others."""
     what = "its standard input" if not r.reads_input.startswith("/dev/") else "the terminal"
@@ -271,7 +284,8 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
     v.odd_ranks = sorted(x.rank for x in odd if x.rank is not None)
     theirs = Counter(f"{o.op or o.state} at {short(o.file)}:{o.line}" for o in others).most_common(1)[0][0]
     base = [f"{', '.join(_label(x) for x in odd)}: {_doing(r)}", f"the other ranks: {theirs}"]
-    guard = next((b for _, b in blocks if b.on_rank), None) or \
+    guard = next((b for _, b in blocks if b.on_rank and b.kind == "def"), None) or \
+        next((b for _, b in blocks if b.on_rank), None) or \
         next((b for _, b in blocks if b.branch == "split"), None)  # a branch on data that splits the ranks
     loop, inside = next((b for _, b in blocks if b.kind in ("for", "while")), None), r
     if loop is None:  # the others may still be in a loop this rank has left
@@ -308,8 +322,8 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
                           "different branches")
         if r.op in GROUP_OPS:
             ev.append(f"{r.op} is itself collective: every rank of the job must call it, in the same order")
-        below = r.path[[f.line for f in r.path].index(guard.line):] if guard.kind == "def" else \
-            [f for f in r.path if f.line >= guard.line]
+        first = next((i for i, f in enumerate(r.path) if f.file == guard.file and f.line >= guard.line), len(r.path))
+        below = r.path[first:] if guard.kind == "def" else [f for f in r.path if f.line >= guard.line]
         saving = [f for f in below if SAVE_LIKE.search(f.function)] or \
                  [f for f in below if SAVE_LIKE.search(line_text(f.file, f.line))]
         if saving:
@@ -342,6 +356,14 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
             ev.append(f"`{stop.header}` at {short(stop.file)}:{stop.line} breaks out of the loop on a test each rank "
                       "makes on its own (a step limit, a time budget): it held on some ranks before the others")
             v.location = _location(stop.file, stop.line, "the test that let some ranks leave the loop first")
+    elif (entering := _entering(r, others)) is not None:
+        block, inside, waiting = entering
+        v.causes = [Cause("rank_conditional_collective", 0.75, base + [
+            f"{_label(waiting)} waits in {waiting.op} entering "
+            f"`{block.header}` at {short(block.file)}:{block.line}, {_label(inside)} is inside its body in "
+            f"{inside.op}: a block the ranks run one after another must hold no collective"])]
+        v.location = _location(block.file, block.line, "the with block some ranks are still entering while "
+                                                       "another waits in a collective inside it")
     elif (skipped := _skipped(r, others)) is not None:
         block, at, past = skipped
         how = (f"`{block.header}` at {short(block.file)}:{block.line} above {at.op} ends in an early exit: "

@@ -33,7 +33,7 @@ class Block:
         return self.file, self.line
 
 
-SCAN_VERSION = 4  # bump when source_scan records more: older cache entries are then read again
+SCAN_VERSION = 5  # bump when source_scan records more: older cache entries are then read again
 
 
 def _cache_dir() -> Path:
@@ -71,7 +71,7 @@ def enclosing(file: str | None, line: int | None) -> tuple[Block, ...]:
     if not spans:
         return ()
     out = []
-    around = (s for s in spans if s["start"] <= line <= s["end"] and s["kind"] not in ("debug", "except"))
+    around = (s for s in spans if s["start"] <= line <= s["end"] and s["kind"] not in ("debug", "except", "with"))
     for s in sorted(around, key=lambda s: (s["start"], -s["end"])):
         branch = ("body" if s["body"][0] <= line <= s["body"][1] else "else") if s["kind"] == "if" else ""
         out.append(Block(s["kind"], file, s["line"], s["header"], s["on_rank"], branch, bool(s.get("forever"))))
@@ -156,6 +156,15 @@ def loop_exits(file: str | None, loop_line: int | None) -> tuple[Block, ...]:
                  if s["kind"] == "if" and s.get("exits") == "break" and loop["start"] < s["start"]
                  and s["end"] <= loop["end"] and not any(i["start"] <= s["start"] and s["end"] <= i["end"]
                                                          for i in inner))
+
+
+def with_bodies(file: str | None, line: int | None) -> tuple[Block, ...]:
+    """The `with` statements whose body holds file:line, in its own function, outermost first."""
+    spans = _spans(file) if file and line else None
+    if not spans:
+        return ()
+    return tuple(Block("with", file, s["line"], s["header"], s["on_rank"], "body") for s in spans
+                 if s["kind"] == "with" and s["body"][0] <= line <= s["body"][1] and _own(spans, s, line))
 
 
 def debug_call(file: str | None, line: int | None) -> Block | None:
