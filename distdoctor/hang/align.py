@@ -12,7 +12,10 @@ Rules, in order:
    user's source around its frames says why — a branch on the rank (rank_conditional_collective, or
    checkpoint_all_ranks when the guarded call saves), a branch on data whose sides call different collectives,
    an except clause that `continue`s past the collective in the loop the ranks are at different passes of
-   (rank_conditional_collective), a loop the others have left or not yet left (dataloader_uneven);
+   (rank_conditional_collective), a branch inside that loop only some ranks entered (rank_conditional_collective),
+   a loop the others have left or not yet left (dataloader_uneven; at its `if ...: break` when it has one), a
+   `with` some ranks are still entering while another waits inside it, an early exit, swallowing except clause
+   or `if` around the waiting ranks' collective in a function the others have left;
 4. every rank in init_process_group: the start-up phase and the arguments the ranks passed (init_wait);
 5. every rank at the same call site: the Flight Recorder traces name the first collective whose operation,
    sizes or dtypes differ, or a rank that never got there.
