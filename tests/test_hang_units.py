@@ -18,8 +18,8 @@ from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang.frames import fill
 from distdoctor.hang.model import HostSnapshot
 from distdoctor.hang.programs import BY_NAME, CASES
-from distdoctor.hang.source import (debug_call, enclosing, exit_guards, in_function_of, skipping_handlers,
-                                    swallowing_handlers)
+from distdoctor.hang.source import (debug_call, enclosing, exit_guards, in_function_of, loop_exits,
+                                    skipping_handlers, swallowing_handlers, with_bodies)
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "hang"
@@ -218,6 +218,28 @@ def test_source_reading_finds_exits_on_data_and_handlers_that_swallow(tmp_path):
     assert [(b.line, b.header) for b in swallowing_handlers(str(src), 5)] == [(6, "except RuntimeError as exc:")]
     assert swallowing_handlers(str(src), 10) == ()
     assert in_function_of(str(src), 5, 10) and not in_function_of(str(src), 5, 12)
+
+
+def test_source_reading_finds_loop_exit_tests_and_with_bodies(tmp_path):
+    src = tmp_path / "train.py"
+    src.write_text("def main(rank):\n"                      # 1
+                   "    for step in range(9):\n"            # 2
+                   "        if step >= limit:\n"            # 3  breaks the loop: a per-rank stop test
+                   "            break\n"
+                   "        for y in it:\n"                 # 5
+                   "            if y is None:\n"            # 6  breaks the inner loop only
+                   "                break\n"
+                   "        if step == 2:\n"                # 8  does not exit
+                   "            log(step)\n"
+                   "    with main_first(rank):\n"           # 10
+                   "        data = build(rank)\n"           # 11
+                   "    def inner():\n"                     # 12
+                   "        return 1\n")
+    assert [(b.line, b.header) for b in loop_exits(str(src), 2)] == [(3, "if step >= limit:")]
+    assert [b.line for b in loop_exits(str(src), 5)] == [6] and loop_exits(str(src), 99) == ()
+    assert [(b.kind, b.line, b.header) for b in with_bodies(str(src), 11)] == [("with", 10, "with main_first(rank):")]
+    assert with_bodies(str(src), 10) == () and with_bodies(str(src), 13) == ()  # its header; a nested def
+    assert all(b.kind != "with" for b in enclosing(str(src), 11))  # with blocks stay out of the branch rules
 
 
 def test_user_code_called_back_inside_a_collective_is_user_code():

@@ -12,7 +12,10 @@ Rules, in order:
    user's source around its frames says why — a branch on the rank (rank_conditional_collective, or
    checkpoint_all_ranks when the guarded call saves), a branch on data whose sides call different collectives,
    an except clause that `continue`s past the collective in the loop the ranks are at different passes of
-   (rank_conditional_collective), a loop the others have left or not yet left (dataloader_uneven);
+   (rank_conditional_collective), a branch inside that loop only some ranks entered (rank_conditional_collective),
+   a loop the others have left or not yet left (dataloader_uneven; at its `if ...: break` when it has one), a
+   `with` some ranks are still entering while another waits inside it, an early exit, swallowing except clause
+   or `if` around the waiting ranks' collective in a function the others have left;
 4. every rank in init_process_group: the start-up phase and the arguments the ranks passed (init_wait);
 5. every rank at the same call site: the Flight Recorder traces name the first collective whose operation,
    sizes or dtypes differ, or a rank that never got there.
@@ -29,7 +32,7 @@ from distdoctor.hang import init_wait
 from distdoctor.hang.frames import GROUP_OPS, called_back, short
 from distdoctor.hang.model import GONE, INIT, USER, WAITING, Frame, HostSnapshot, RankSnapshot
 from distdoctor.hang.source import (Block, debug_call, enclosing, exit_guards, in_function_of, line_text,
-                                    skipping_handlers, swallowing_handlers)
+                                    loop_exits, skipping_handlers, swallowing_handlers, with_bodies)
 
 SAVE_LIKE = re.compile(r"save|checkpoint|state_dict|consolidate|serializ", re.IGNORECASE)
 LOGGER_LIKE = re.compile(r"logger|wandb|mlflow|tensorboard|summarywriter|neptune|comet|clearml|aim_run|"
@@ -146,6 +149,24 @@ def _skipped(odd: RankSnapshot, others: list[RankSnapshot]) -> tuple[Block, Rank
         handlers = swallowing_handlers(at.file, at.line) if beyond else ()
         if handlers:
             return handlers[0], at, past
+        conds = [b for b in enclosing(at.file, at.line) if b.kind == "if" and b.branch == "body"
+                 and in_function_of(at.file, at.line, b.line)] if left else []
+        if conds:  # the waiting ranks' collective is under an `if` (`if sync:`) the ranks past it skipped
+            b = conds[-1]
+            return Block(b.kind, b.file, b.line, b.header, b.on_rank, "entered"), at, past
+    return None
+
+
+def _entering(odd: RankSnapshot, others: list[RankSnapshot]) -> tuple[Block, RankSnapshot, RankSnapshot] | None:
+    """A `with` that some ranks are still entering (their path runs through its header line: they wait in the
+    context manager's __enter__, `main_process_first`'s barrier) while another rank is inside its body, waiting
+    in a collective there that pairs with nothing. Returns (the with, a rank in its body, a rank entering)."""
+    for inside, entering in [(odd, o) for o in others[:1]] + [(o, odd) for o in others[:1]]:
+        at = {(f.file, f.line) for f in entering.path}
+        for f in inside.path:
+            for w in with_bodies(f.file, f.line):
+                if (w.file, w.line) in at:
+                    return w, inside, entering
     return None
 
 
@@ -266,7 +287,8 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
     v.odd_ranks = sorted(x.rank for x in odd if x.rank is not None)
     theirs = Counter(f"{o.op or o.state} at {short(o.file)}:{o.line}" for o in others).most_common(1)[0][0]
     base = [f"{', '.join(_label(x) for x in odd)}: {_doing(r)}", f"the other ranks: {theirs}"]
-    guard = next((b for _, b in blocks if b.on_rank), None) or \
+    guard = next((b for _, b in blocks if b.on_rank and b.kind == "def"), None) or \
+        next((b for _, b in blocks if b.on_rank), None) or \
         next((b for _, b in blocks if b.branch == "split"), None)  # a branch on data that splits the ranks
     loop, inside = next((b for _, b in blocks if b.kind in ("for", "while")), None), r
     if loop is None:  # the others may still be in a loop this rank has left
@@ -276,6 +298,14 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
     skip = next(iter(skipping_handlers(loop.file, loop.line, next((f.line for f in inside.path if f.file ==
                                                                      loop.file and f.line > loop.line), None))),
                 None) if loop is not None and guard is None else None
+    # a branch inside that loop that only some ranks entered (`if should_log(step):` whose test calls a helper):
+    # their extra collective there pairs with the others' next one
+    entered = next((b for g, o in ((r, others), (others[0], odd)) if g is not None and o
+                    for _, b in reversed(_unique_blocks(g, o)) if b.kind == "if" and b.branch == "body"
+                    and b.file == loop.file and b.line > loop.line), None) \
+        if loop is not None and guard is None and others else None
+    if guard is None and skip is None and entered is not None:
+        guard = Block(entered.kind, entered.file, entered.line, entered.header, entered.on_rank, "entered")
     if guard is not None:
         where = f"`{guard.header}` at {short(guard.file)}:{guard.line} ({'its body' if guard.branch != 'else' else 'its else branch'})" \
             if guard.kind == "if" else f"`{guard.header}` at {short(guard.file)}:{guard.line}"
@@ -283,6 +313,10 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
         if guard.branch == "exit":
             ev[-1] = (f"`{guard.header}` at {short(guard.file)}:{guard.line} ends in an early exit above "
                       f"{r.op}: the other ranks took it and left, {_label(r)} did not")
+        elif guard.branch == "entered":
+            ev[-1] = (f"the ranks in {r.op if inside is r else others[0].op} got there through `{guard.header}` at "
+                      f"{short(guard.file)}:{guard.line} inside `{loop.header}`; the other ranks did not enter it "
+                      "and went on to their next collective")
         elif guard.branch == "split":
             ev[-1] = (f"the ranks are in different branches of `{guard.header}` at {short(guard.file)}:{guard.line}"
                       ", which call collectives in a different order (collectives pair by order, not by name)")
@@ -291,8 +325,8 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
                           "different branches")
         if r.op in GROUP_OPS:
             ev.append(f"{r.op} is itself collective: every rank of the job must call it, in the same order")
-        below = r.path[[f.line for f in r.path].index(guard.line):] if guard.kind == "def" else \
-            [f for f in r.path if f.line >= guard.line]
+        first = next((i for i, f in enumerate(r.path) if f.file == guard.file and f.line >= guard.line), len(r.path))
+        below = r.path[first:] if guard.kind == "def" else [f for f in r.path if f.line >= guard.line]
         saving = [f for f in below if SAVE_LIKE.search(f.function)] or \
                  [f for f in below if SAVE_LIKE.search(line_text(f.file, f.line))]
         if saving:
@@ -320,17 +354,34 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
             ev.append("the loop runs over data split by rank")
         v.causes = [Cause("dataloader_uneven", 0.85, ev), Cause("rank_conditional_collective", 0.4, base)]
         v.location = _location(loop.file, loop.line, "the loop the ranks ran a different number of times")
+        stop = next(iter(loop_exits(loop.file, loop.line)), None)
+        if stop is not None:  # the per-rank test that let some ranks leave the loop first
+            ev.append(f"`{stop.header}` at {short(stop.file)}:{stop.line} breaks out of the loop on a test each rank "
+                      "makes on its own (a step limit, a time budget): it held on some ranks before the others")
+            v.location = _location(stop.file, stop.line, "the test that let some ranks leave the loop first")
+    elif (entering := _entering(r, others)) is not None:
+        block, inside, waiting = entering
+        v.causes = [Cause("rank_conditional_collective", 0.75, base + [
+            f"{_label(waiting)} waits in {waiting.op} entering "
+            f"`{block.header}` at {short(block.file)}:{block.line}, {_label(inside)} is inside its body in "
+            f"{inside.op}: a block the ranks run one after another must hold no collective"])]
+        v.location = _location(block.file, block.line, "the with block some ranks are still entering while "
+                                                       "another waits in a collective inside it")
     elif (skipped := _skipped(r, others)) is not None:
         block, at, past = skipped
         how = (f"`{block.header}` at {short(block.file)}:{block.line} above {at.op} ends in an early exit: "
                f"{_label(past)} took it and went on to its next collective, {_label(at)} did not") \
+            if block.kind == "if" and block.branch != "entered" else \
+            (f"{_label(at)} waits in {at.op} inside `{block.header}` at {short(block.file)}:{block.line}; "
+             f"{_label(past)} did not enter it, left the function and went on to its next collective") \
             if block.kind == "if" else \
             (f"`{block.header}` at {short(block.file)}:{block.line} catches an error raised around {at.op} and "
              f"goes on: a rank that raised there ({_label(past)}) skipped the collective, the others wait in it")
         if block.kind == "if" and not block.on_rank:
             how += " (the test is on data, which differs by rank)"
         v.causes = [Cause("rank_conditional_collective", 0.75, base + [how])]
-        v.location = _location(block.file, block.line, "the exit that took some ranks past the collective"
+        v.location = _location(block.file, block.line, "the branch only some ranks entered"
+                               if block.branch == "entered" else "the exit that took some ranks past the collective"
                                if block.kind == "if" else "the except clause that let a rank skip the collective")
     else:
         v.causes = [Cause("rank_conditional_collective", 0.6, base + [

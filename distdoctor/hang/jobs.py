@@ -104,17 +104,18 @@ def _signature(snap: HostSnapshot) -> tuple:
 
 
 INIT_POLLS = 4  # a start-up that has not moved for this many polls (seconds apart) is stuck
+STABLE_S = 2.0  # a signature unchanged for this long is a hang, not a rank waiting out a peer's short pause
 
 
 def wait_stuck(job: Job | Callable[[], HostSnapshot], timeout: float = 60.0, fr_ranks: int = 0,
                fr_prefix: str | None = None, in_init: bool = False) -> HostSnapshot:
     """Poll the job's ranks (a Job, or a function that collects them) until some wait for others (in a
-    collective; a rank in new_group waits too) and nothing moved between two polls (and, with fr_ranks, that
-    many Flight Recorder traces are written). in_init: a job
+    collective; a rank in new_group waits too) and nothing moved for STABLE_S, so a rank waiting out a peer's
+    one-second load is no hang (and, with fr_ranks, that many Flight Recorder traces are written). in_init: a job
     that hangs in its start-up; every rank in init_process_group for INIT_POLLS polls in a row is stuck. Raises
     TimeoutError (with the log's tail for a Job) otherwise."""
     deadline = time.monotonic() + timeout
-    last = None
+    last, since = None, time.monotonic()
     in_init_polls = 0
     snapshot = (lambda: collect(job.pid, timeout=10)) if isinstance(job, Job) else job
     while time.monotonic() < deadline:
@@ -132,9 +133,11 @@ def wait_stuck(job: Job | Callable[[], HostSnapshot], timeout: float = 60.0, fr_
             ready = in_init_polls >= INIT_POLLS
         fr_ok = not fr_ranks or len([p for p in Path(fr_prefix).parent.glob(Path(fr_prefix).name + "*")
                                      if p.name[len(Path(fr_prefix).name):].isdigit()]) >= fr_ranks
-        if ready and fr_ok and last == _signature(snap):
+        sig = _signature(snap) if ready else None
+        if sig is None or sig != last:
+            last, since = sig, time.monotonic()
+        elif fr_ok and (in_init or time.monotonic() - since >= STABLE_S):
             return snap
-        last = _signature(snap) if ready else None
         time.sleep(0.5)
     tail = job.output()[-2000:] if isinstance(job, Job) else ""
     raise TimeoutError(f"the job did not get stuck in {timeout:g}s:\n{tail}")

@@ -33,7 +33,7 @@ class Block:
         return self.file, self.line
 
 
-SCAN_VERSION = 4  # bump when source_scan records more: older cache entries are then read again
+SCAN_VERSION = 5  # bump when source_scan records more: older cache entries are then read again
 
 
 def _cache_dir() -> Path:
@@ -71,7 +71,7 @@ def enclosing(file: str | None, line: int | None) -> tuple[Block, ...]:
     if not spans:
         return ()
     out = []
-    around = (s for s in spans if s["start"] <= line <= s["end"] and s["kind"] not in ("debug", "except"))
+    around = (s for s in spans if s["start"] <= line <= s["end"] and s["kind"] not in ("debug", "except", "with"))
     for s in sorted(around, key=lambda s: (s["start"], -s["end"])):
         branch = ("body" if s["body"][0] <= line <= s["body"][1] else "else") if s["kind"] == "if" else ""
         out.append(Block(s["kind"], file, s["line"], s["header"], s["on_rank"], branch, bool(s.get("forever"))))
@@ -139,6 +139,32 @@ def skipping_handlers(file: str | None, loop_line: int | None, before: int | Non
                  if s["kind"] == "except" and s.get("exits") == "continue" and loop["start"] < s["start"]
                  and s["end"] <= loop["end"] and (before is None or s["start"] < before)
                  and not any(i["start"] <= s["start"] and s["end"] <= i["end"] for i in inner))
+
+
+def loop_exits(file: str | None, loop_line: int | None) -> tuple[Block, ...]:
+    """The `if`s inside the loop whose header is at loop_line that end in `break` (of that loop, not of a loop
+    nested in it): the per-rank test (a step limit, a time budget) that let some ranks leave the loop first."""
+    spans = _spans(file) if file and loop_line else None
+    if not spans:
+        return ()
+    loop = next((s for s in spans if s["kind"] in ("for", "while") and s["line"] == loop_line), None)
+    if loop is None:
+        return ()
+    inner = [s for s in spans if s["kind"] in ("for", "while", "def") and s is not loop
+             and loop["start"] <= s["start"] and s["end"] <= loop["end"]]
+    return tuple(Block("if", file, s["line"], s["header"], s["on_rank"], "exit") for s in spans
+                 if s["kind"] == "if" and s.get("exits") == "break" and loop["start"] < s["start"]
+                 and s["end"] <= loop["end"] and not any(i["start"] <= s["start"] and s["end"] <= i["end"]
+                                                         for i in inner))
+
+
+def with_bodies(file: str | None, line: int | None) -> tuple[Block, ...]:
+    """The `with` statements whose body holds file:line, in its own function, outermost first."""
+    spans = _spans(file) if file and line else None
+    if not spans:
+        return ()
+    return tuple(Block("with", file, s["line"], s["header"], s["on_rank"], "body") for s in spans
+                 if s["kind"] == "with" and s["body"][0] <= line <= s["body"][1] and _own(spans, s, line))
 
 
 def debug_call(file: str | None, line: int | None) -> Block | None:

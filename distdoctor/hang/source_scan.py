@@ -108,6 +108,13 @@ class _Spans(cst.CSTVisitor):
             self.spans[-1]["catches"] = _names(handler.type) if handler.type is not None else []
             self.spans[-1]["tried"] = list(self._lines(node.body))
 
+    def visit_With(self, node: cst.With) -> None:
+        """A `with` statement (kind "with"): its header and body lines; a rank waiting in its context manager's
+        __enter__ is called from the header line."""
+        items = ", ".join(self.module.code_for_node(i) for i in node.items)
+        self._add(node, "with", node, f"with {items}:", any(reads_rank(i) for i in node.items), node.body)
+        self.spans[-1]["line"] = self._lines(node)[0]
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         decorators = [self.module.code_for_node(d.decorator) for d in node.decorators]
         self._add(node, "def", node.decorators[0] if node.decorators else node.name,
@@ -116,7 +123,7 @@ class _Spans(cst.CSTVisitor):
 
 
 def spans(source: bytes) -> list[dict]:
-    """Every if / for / while / def / except of a module: kind, start/end lines, header line and text, on_rank,
+    """Every if / for / while / def / except / with of a module: kind, start/end lines, header line and text, on_rank,
     and for an if or except the lines of its body and the statement that ends it when it exits (`exits`; an
     except also the names it `catches`); for a while whether its test is constant (`forever`); and every
     debugger call (kind "debug"). Raises libcst.ParserSyntaxError on a file that does not parse."""
