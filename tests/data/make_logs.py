@@ -265,10 +265,10 @@ def _rank_files(join: str) -> Callable[[Case], list[str]]:
     def cmd(case: Case) -> list[str]:
         port = str(_free_port())
         out = "/tmp/distdoctor-rank-files"
-        prog = shlex.join([sys.executable, f"{ROOT}/{PROGRAMS}/{case.program}", *case.script_args])
+        prog = shlex.join([sys.executable, f"{PROGRAMS}/{case.program}", *case.script_args])
         ranks = " ".join(f"RANK={r} LOCAL_RANK={r} WORLD_SIZE={case.nproc} MASTER_ADDR=127.0.0.1 MASTER_PORT={port} "
-                         f"{prog} > logs/rank_{r}.log 2>&1 &" for r in range(case.nproc))
-        return ["bash", "-c", f"rm -rf {out}; mkdir -p {out}/logs; cd {out}; {ranks} wait; {join}"]
+                         f"{prog} > {out}/logs/rank_{r}.log 2>&1 &" for r in range(case.nproc))
+        return ["bash", "-c", f"rm -rf {out}; mkdir -p {out}/logs; {ranks} wait; cd {out}; {join}"]
     return cmd
 
 
@@ -279,9 +279,9 @@ def _srun_output_files(case: Case) -> list[str]:
     port = str(_free_port())
     out = "/tmp/distdoctor-srun-out"
     inner = (f"export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS MASTER_ADDR=127.0.0.1 "
-             f"MASTER_PORT={port}; exec {shlex.join([sys.executable, f'{ROOT}/{PROGRAMS}/{case.program}', *case.script_args])}")
-    return ["bash", "-c", f"rm -rf {out}; mkdir -p {out}/out; cd {out}; srun -n{case.nproc} -O --kill-on-bad-exit=1 "
-                          f"-o 'out/%j_%t.out' {shlex.join(['bash', '-c', inner])}; tail -n +1 out/*.out"]
+             f"MASTER_PORT={port}; exec {shlex.join([sys.executable, f'{PROGRAMS}/{case.program}', *case.script_args])}")
+    return ["bash", "-c", f"rm -rf {out}; mkdir -p {out}/out; srun -n{case.nproc} -O --kill-on-bad-exit=1 "
+                          f"-o '{out}/out/%j_%t.out' {shlex.join(['bash', '-c', inner])}; cd {out}; tail -n +1 out/*.out"]
 
 
 def _low_fd_limit(case: Case) -> list[str]:
