@@ -284,6 +284,26 @@ def _srun_output_files(case: Case) -> list[str]:
                           f"-o '{out}/out/%j_%t.out' {shlex.join(['bash', '-c', inner])}; cd {out}; tail -n +1 out/*.out"]
 
 
+# a collector that keeps each line as one JSON object, as Docker's json-file driver does: {"log": "<line>\n",
+# "stream": "stdout", "time": "<UTC, ns>Z"} (torchrun's stderr merged into stdout first)
+JSON_FILE_STAMP = (f"{shlex.quote(sys.executable)} -u -c \"import sys, json, datetime\n"
+                   f"for l in sys.stdin: print(json.dumps({{'log': l, 'stream': 'stdout', 'time': "
+                   f"datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%f000Z')}}))\"")
+
+
+def _two_nodes_files_tail(case: Case) -> list[str]:
+    """Two torchrun agents on this machine as nodes 0 and 1 (c10d rendezvous), each console into its own file
+    (as two pods' or two hosts' logs are kept), shown with `tail -n +1 node0.log node1.log` ("==> node0.log <==")."""
+    port = str(_free_port())
+    out = "/tmp/distdoctor-node-files"
+    def node(rank: int) -> str:
+        return shlex.join([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={rank}",
+                           f"--nproc_per_node={case.nproc}", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
+                           *case.launcher_args, f"{PROGRAMS}/{case.program}", *case.script_args]) + f" > {out}/node{rank}.log 2>&1"
+    return ["bash", "-c", f"rm -rf {out}; mkdir -p {out}; {node(0)} & sleep 3; {node(1)}; wait; cd {out}; "
+                          f"tail -n +1 node0.log node1.log"]
+
+
 def _low_fd_limit(case: Case) -> list[str]:
     """torchrun under `ulimit -n 128`."""
     return with_open_files_limit(_default_cmd(case), 128)
@@ -726,6 +746,27 @@ CASES: list[Case] = [
          expect=["task 1: Killed"], nproc=4, script_args=["--plan", "1:kill:0"], cmd=_srun_many_tasks, timeout=120,
          notes="srun -n4 --label, one task per rank; rank 1 is killed (SIGKILL, as by the OOM killer) without a "
                "word: only srun's 'task 1: Killed' names it; the others echo the lost peer."),
+    Case("gen_docker_json_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=['"log": "[rank2]: ValueError: bad batch', ECHO], nproc=4, script_args=["--plan", "2:raise:0"],
+         launcher_args=["--monitor-interval=1"], cmd=_piped(JSON_FILE_STAMP), attempts=3,
+         notes="torchrun's combined output kept one JSON object a line as Docker's json-file driver keeps a "
+               "container's ({\"log\": \"<line>\\n\", \"stream\": \"stdout\", \"time\": \"...Z\"}); rank 2 "
+               "raises, the others echo."),
+    Case("gen_tail_two_nodes_raise3", "peer_died_first", "fail_rank_shapes.py", 3,
+         expect=["==> node1.log <==", "[rank3]: ValueError: bad batch"], nproc=2,
+         script_args=["--plan", "3:raise:0"], launcher_args=["--monitor-interval=1"], cmd=_two_nodes_files_tail,
+         timeout=120, attempts=3,
+         notes="two torchrun agents (nodes 0 and 1, 2 workers each), each console in its own file, shown with "
+               "`tail -n +1 node0.log node1.log`; global rank 3 (local rank 1 of node 1) raises, the other ranks "
+               "echo; each agent's summary names local ranks of its own node."),
+    Case("gen_logging_chain_oom_rank1", "oom_one_rank", "fail_rank_shapes.py", 1,
+         expect=["- trainer - ERROR - rank 1: training failed", "The above exception was the direct cause",
+                 "[enforce fail at alloc_cpu.cpp"], nproc=4,
+         script_args=["--plan", "1:oomchain:0", "--log-style", "logging"], launcher_args=["--monitor-interval=1"],
+         also=["peer_died_first"], attempts=3,
+         notes="gen_chain_oom_rank1 through a logging handler: rank 1 logs the whole chain with "
+               "logger.exception (the allocator's error first, the wrapping RuntimeError last), the others log "
+               "the lost peer."),
     Case("gen_oom_rank0_cpu", "oom_one_rank", "fail_oom_rank0.py", 0,
          expect=["DefaultCPUAllocator: can't allocate memory"], also=["peer_died_first"],
          notes="each rank is capped at 3 GiB of address space (RLIMIT_AS, like a container limit); rank 0 "
