@@ -13,6 +13,7 @@ import yaml
 
 from distdoctor.diagnose import diagnose_paths, diagnose_text
 from distdoctor.diagnose.engine import KILLED
+from distdoctor.diagnose.json_lines import unwrap
 from distdoctor.diagnose.prefixes import peel_prefix
 from distdoctor.runner import run_torchrun
 
@@ -20,7 +21,8 @@ LOGS = Path(__file__).resolve().parent / "data" / "logs"
 PROGRAMS = Path(__file__).resolve().parent.parent / "evals" / "programs"
 SHAPES = ["gen_logging_handler_raise2", "gen_jsonl_raise2", "gen_chain_oom_rank1", "gen_during_oom_rank1",
           "gen_warnings_noise_raise2", "gen_dataloader_caught_raise1", "gen_tail_rank_files_raise2",
-          "gen_grep_rank_files_raise2", "gen_srun_out_files_raise2", "gen_srun_label_kill1"]
+          "gen_grep_rank_files_raise2", "gen_srun_out_files_raise2", "gen_srun_label_kill1",
+          "gen_docker_json_raise2", "gen_tail_two_nodes_raise3", "gen_logging_chain_oom_rank1"]
 
 
 @pytest.mark.parametrize("name", SHAPES)
@@ -92,3 +94,25 @@ def test_live_logging_handler_run_names_the_raising_rank():
     got = diagnose_text(res.output)
     assert got["causes"][0]["id"] == "peer_died_first", got["causes"][:3]
     assert got["first_failure"]["rank"] == 1 and "ValueError" in got["first_failure"]["text"], got["first_failure"]
+
+
+@pytest.mark.parametrize("name,text", [("gen_jsonl_raise2", "ValueError: bad batch"),
+                                       ("gen_docker_json_raise2", "[rank2]: ValueError: bad batch")])
+def test_json_lines_show_the_error_they_carry(name, text):
+    """A JSON logger's record (the traceback in its exc_info field) and Docker's json-file lines: the first failure
+    is the error line inside the object, not the agent's summary or a quoted source line."""
+    ff = diagnose_paths([str(LOGS / f"{name}.log")])["first_failure"]
+    assert ff["rank"] == 2 and ff["text"].startswith(text), ff
+
+
+def test_unwrap_reads_text_rank_and_time_fields():
+    """The first real record of rank 2's failure in gen_jsonl_raise2: its message, then its traceback's lines, each
+    with the object's rank and time; a line that is no JSON object, or one without a text field, stays as it is."""
+    line = next(ln for ln in (LOGS / "gen_jsonl_raise2.log").read_text(encoding="utf-8").splitlines()
+                if '"rank": 2, "msg": "rank 2: training failed"' in ln)
+    got = unwrap(line)
+    assert got[0][:2] == ("rank 2: training failed", 2) and got[0][2][0] >= 2026
+    assert got[1][0] == "Traceback (most recent call last):" and got[-1][0].startswith("ValueError: bad batch")
+    assert unwrap("[rank2]: ValueError: x") is None
+    assert unwrap('{"lr": 0.1, "epochs": 3}') is None
+    assert unwrap('{"msg": "x", "rank": true}')[0][1] is None

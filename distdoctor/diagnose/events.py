@@ -329,7 +329,8 @@ class EventBuilder:
         if last is None or last.kind != "line" or len(last.lines) != 1 or last.closed:
             return None
         head = last.first
-        if (head.src, head.rank) != key or head.line != ln.line - 1 or TRACEBACK.search(head.body):
+        # (the same line number: both came out of one JSON-object line, its message and its traceback field)
+        if (head.src, head.rank) != key or head.line not in (ln.line - 1, ln.line) or TRACEBACK.search(head.body):
             return None
         return last if ERRORISH.search(head.body) and not EXC_LINE.match(head.body.strip()) else None
 
