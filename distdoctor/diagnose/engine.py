@@ -104,10 +104,10 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 if "\ufffd" in text:
                     stats.invalid_utf8 = True
                 text = strip_ansi(text).rstrip("\r")
-                for text, j_rank, j_ts in json_lines.unwrap(text) or [(text, None, None)]:
+                if indent and text.startswith(indent):
+                    text = text[len(indent):]
+                for text, j_rank, j_ts in json_lines.lines_of(text):
                     # a JSON-object line (a collector's, a JSON logger's): the lines it carries, its rank and time
-                    if indent and text.startswith(indent):
-                        text = text[len(indent):]
                     rank, local, ts, body, task = peel_prefix(text)
                     if rank is None and local is None and j_rank is not None:
                         rank = j_rank

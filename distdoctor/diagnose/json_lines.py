@@ -8,13 +8,27 @@ from __future__ import annotations
 
 import json
 
-from distdoctor.diagnose.prefixes import parse_timestamp
+from distdoctor.diagnose.prefixes import parse_timestamp, peel_prefix
 
 # fields that hold the logged text, in the order it was written (the message, then the traceback logged with it)
 TEXT_FIELDS = ("log", "msg", "message", "exc_info", "exc_text", "exception", "stack_trace", "traceback")
 RANK_FIELDS = ("rank", "global_rank")
 TIME_FIELDS = ("time", "timestamp", "@timestamp", "asctime", "ts")
 MAX_CHARS = 1 << 20
+
+
+def lines_of(text: str) -> list[tuple[str, int | None, tuple | None]]:
+    """The lines to read for one log line: those a JSON object carries, each behind what a collector put in front
+    of the object (kubectl's pod, a timestamp: read again with each line), else the line itself."""
+    s = text.rstrip()
+    if not s.endswith("}") or "{" not in s:
+        return [(text, None, None)]
+    body = s if s.lstrip().startswith("{") else peel_prefix(s)[3]
+    inner = unwrap(body)
+    if inner is None:
+        return [(text, None, None)]
+    outer = s[:len(s) - len(body)]
+    return [(outer + ln, rank, ts) for ln, rank, ts in inner]
 
 
 def unwrap(text: str) -> list[tuple[str, int | None, tuple | None]] | None:
