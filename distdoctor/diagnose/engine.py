@@ -8,8 +8,8 @@ import zlib
 from collections import defaultdict
 from dataclasses import replace
 
-from distdoctor.diagnose import (alternatives, calibrate, code_evidence, gpu_processes, p2p_matrix, preconditions,
-                                 store_wait, structure, versions)
+from distdoctor.diagnose import (alternatives, calibrate, code_evidence, gpu_processes, json_lines, p2p_matrix,
+                                 preconditions, store_wait, structure, versions)
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, FRAME, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import blame_awaited, find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
@@ -33,7 +33,9 @@ SETTING_WEIGHT = 1.0
 # its words are banners and settings ("NCCL watchdog thread started!", "TIMEOUT(ms): 5000"), not an account
 JOB_RECORD = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|^[A-Z][A-Z0-9_]*(?:\(\w+\))?: \S+$")
 THIN_SCORE = 4.0
-KILLED = re.compile(r"exitcode\s*:?\s*-(?!15\b)\d+|Signal (?!15\b)\d+ \(SIG")  # the agent saw a rank die of a signal
+# the agent saw a rank die of a signal (torchrun's summary; srun's report of a task, not its own "Terminated")
+KILLED = re.compile(r"exitcode\s*:?\s*-(?!15\b)\d+|Signal (?!15\b)\d+ \(SIG|"
+                    r"^srun: error: \S+: tasks? [\d,-]+: (?:Killed|Segmentation fault|Aborted|Bus error)\s*$")
 SYMPTOM_CAUSES = ("collective_timeout", "peer_died_first")  # their keywords describe what any cause looks like
 VERSION_WEIGHT = 5.0     # a driver older than the build's CUDA, read from version lines
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure
@@ -104,56 +106,61 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 text = strip_ansi(text).rstrip("\r")
                 if indent and text.startswith(indent):
                     text = text[len(indent):]
-                rank, local, ts, body, task = peel_prefix(text)
-                local = local if rank is None else None
-                rank = local if rank is None else rank
-                by_task = rank is None and task is not None
-                rank = task if by_task else rank
-                if task is not None:
-                    builder.locals.task(idx, task)
-                stated = "comm 0x" in text and tally.nccl.read(text)
-                if "NCCL" in text:
-                    tally.nccl.see(text)
-                if rank is None:
-                    if src.rank_hint is not None:
-                        rank, local = src.rank_hint, src.rank_hint if folder is not None else None
-                    elif tally.nccl.ranks:
-                        rank = tally.nccl.rank_of(text)
+                for text, j_rank, j_ts in json_lines.lines_of(text):
+                    # a JSON-object line (a collector's, a JSON logger's): the lines it carries, its rank and time
+                    rank, local, ts, body, task = peel_prefix(text)
+                    if rank is None and local is None and j_rank is not None:
+                        rank = j_rank
+                    ts = ts if ts is not None else j_ts
+                    local = local if rank is None else None
+                    rank = local if rank is None else rank
+                    by_task = rank is None and task is not None
+                    rank = task if by_task else rank
+                    if task is not None:
+                        builder.locals.task(idx, task)
+                    stated = "comm 0x" in text and tally.nccl.read(text)
+                    if "NCCL" in text:
+                        tally.nccl.see(text)
                     if rank is None:
-                        rank = message_rank(body)
-                elif folder is not None and local is None and torch_rank(text) is not None:
-                    # a worker's own [rank3]: line in its --log-dir file: the folder's local rank is global rank 3
-                    builder.locals.pair(folder, src.rank_hint, rank)
-                if ts is None:
-                    ts = parse_timestamp(body)
-                hits = matcher.match_line(text)
-                if hits and "store based barrier" in text and store_wait.short_barrier(text):
-                    hits = [replace(h, level="symptom") if h.cause == store_wait.BARRIER_CAUSE else h for h in hits]
-                if structure.MISMATCH in text:
-                    hits = _read_mismatch(text, src.name, line_no, rank, hits, tally, matcher)
-                    own = structure.own_fingerprint(text)
-                    if own is not None and len(tally.own_ops) < RankValues.MAX_RANKS:
-                        tally.own_ops.setdefault(*own)
-                        tally.own_op_line = tally.own_op_line or {"file": src.name, "line": line_no,
-                                                                  "text": text[:500], "rank": own[0]}
-                where = {"file": src.name, "line": line_no, "rank": rank}
-                tally.versions.read(text, where)
-                wait = store_wait.read(text, where) if "wait" in text else None
-                if wait is not None:
-                    store_wait.keep(tally.store_waits, wait)
-                tally.gpus.read(text, where)
-                for patch in preconditions.met_in(text):
-                    tally.patch_shown.setdefault(patch, {"file": src.name, "line": line_no, "text": text[:500]})
-                if matcher.conditions:
-                    tally.conditions.update(matcher.match_conditions(text))
-                ln = Line(idx, src.name, line_no, rank, ts, text, hits, body, local is not None, task, by_task)
-                if matcher.rank_values:
-                    for cond, who, value in matcher.match_rank_values(text, rank):
-                        tally.rank_values.add(cond, who, value, ln)
-                for h in hits:
-                    tally.add(ln, h)
-                if not (stated and not hits):  # a communicator line only names a process's rank
-                    builder.feed(ln, body)
+                        if src.rank_hint is not None:
+                            rank, local = src.rank_hint, src.rank_hint if folder is not None else None
+                        elif tally.nccl.ranks:
+                            rank = tally.nccl.rank_of(text)
+                        if rank is None:
+                            rank = message_rank(body)
+                    elif folder is not None and local is None and torch_rank(text) is not None:
+                        # a worker's own [rank3]: line in its --log-dir file: the folder's local rank is global rank 3
+                        builder.locals.pair(folder, src.rank_hint, rank)
+                    if ts is None:
+                        ts = parse_timestamp(body)
+                    hits = matcher.match_line(text)
+                    if hits and "store based barrier" in text and store_wait.short_barrier(text):
+                        hits = [replace(h, level="symptom") if h.cause == store_wait.BARRIER_CAUSE else h for h in hits]
+                    if structure.MISMATCH in text:
+                        hits = _read_mismatch(text, src.name, line_no, rank, hits, tally, matcher)
+                        own = structure.own_fingerprint(text)
+                        if own is not None and len(tally.own_ops) < RankValues.MAX_RANKS:
+                            tally.own_ops.setdefault(*own)
+                            tally.own_op_line = tally.own_op_line or {"file": src.name, "line": line_no,
+                                                                      "text": text[:500], "rank": own[0]}
+                    where = {"file": src.name, "line": line_no, "rank": rank}
+                    tally.versions.read(text, where)
+                    wait = store_wait.read(text, where) if "wait" in text else None
+                    if wait is not None:
+                        store_wait.keep(tally.store_waits, wait)
+                    tally.gpus.read(text, where)
+                    for patch in preconditions.met_in(text):
+                        tally.patch_shown.setdefault(patch, {"file": src.name, "line": line_no, "text": text[:500]})
+                    if matcher.conditions:
+                        tally.conditions.update(matcher.match_conditions(text))
+                    ln = Line(idx, src.name, line_no, rank, ts, text, hits, body, local is not None, task, by_task)
+                    if matcher.rank_values:
+                        for cond, who, value in matcher.match_rank_values(text, rank):
+                            tally.rank_values.add(cond, who, value, ln)
+                    for h in hits:
+                        tally.add(ln, h)
+                    if not (stated and not hits):  # a communicator line only names a process's rank
+                        builder.feed(ln, body)
 
 
 def _read_mismatch(text: str, file: str, line_no: int, rank: int | None, hits: list, tally: _Tally,

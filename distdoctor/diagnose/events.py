@@ -322,6 +322,18 @@ class EventBuilder:
         if not self.summary and not self.torchrun_seen:
             self.summary = self.srun_exits
 
+    def _header_of(self, ln: Line, key: tuple[int, int | None]) -> Event | None:
+        """The one-line error event on the line just before traceback header `ln`, of the same source and rank
+        (a logger's record that the traceback belongs to: logger.exception), else None."""
+        last = self.events[-1] if self.events else None
+        if last is None or last.kind != "line" or len(last.lines) != 1 or last.closed:
+            return None
+        head = last.first
+        # (the same line number: both came out of one JSON-object line, its message and its traceback field)
+        if (head.src, head.rank) != key or head.line not in (ln.line - 1, ln.line) or TRACEBACK.search(head.body):
+            return None
+        return last if ERRORISH.search(head.body) and not EXC_LINE.match(head.body.strip()) else None
+
     def feed(self, ln: Line, body: str) -> None:
         if len(ln.text) > MAX_TEXT:
             ln.text, ln.body = ln.text[:MAX_TEXT], ln.body[:MAX_TEXT]
@@ -365,7 +377,13 @@ class EventBuilder:
         if TRACEBACK.search(body):
             if ev is not None:
                 ev.closed = True
+            header = self._header_of(ln, key)
             ev = Event("traceback", ln, [ln], reported=ln is self._reported)
+            if header is not None:
+                # logging's logger.exception(): "<time> - name - ERROR - training failed" on the line just before
+                # the traceback it prints: one failure, the header its first line
+                self.events.remove(header)
+                ev.first, ev.lines = header.first, [header.first, ln]
             if last_ts is not None and ln.line - last_ts[0] <= 3:
                 ev.inherited_ts = last_ts[1]
             self.open[key] = ev

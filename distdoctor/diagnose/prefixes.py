@@ -53,6 +53,9 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     # (milabench: "diffusion-nodes.cn-n001.server.nolog [stderr] ")
     ("none", _CONTAINER := re.compile(r"\[pod/[\w.-]+/[\w.-]+\] |[A-Za-z][\w.-]*[-_]\d+ +\| |"
                                       r"(?:[A-Za-z][\w.-]* )?\[std(?:out|err)\] ")),
+    # grep -r / grep -H (and -n) over log files: "logs/rank_1.log:..." / "out/12_1.out:37:..." (the rank, when the
+    # file's name states one: rank_from_path)
+    ("path", _GREP_PATH := re.compile(r"(?P<path>(?:[\w.-]+/)*[\w.-]+\.(?:log|txt|out|err)):(?:\d+:)?(?=\S|\s+\S)")),
     # torchrun with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:": [3]: (the global rank). Not the bare
     # "[1]:" index lines of torchrun's failure table, which end there.
     ("rank", re.compile(r"\[(?P<rank>\d{1,5})\]:(?=.)")),
@@ -65,7 +68,7 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 _FIRST_ONLY = {_PREFIXES[-1][1], _PREFIXES[-2][1]}  # srun and host:rank labels lead the line
-_COLLECTORS = {_COLLECTOR_TIME, _CLOCK, _CONTAINER, _RAY}  # put in front of the whole line by whatever ran or kept the process
+_COLLECTORS = {_COLLECTOR_TIME, _CLOCK, _CONTAINER, _RAY, _GREP_PATH}  # put in front of the whole line by whatever ran or kept the process
 
 _TIMESTAMPS: list[tuple[str, re.Pattern[str]]] = [
     # glog: E1123 07:09:50.991000 or [E1123 07:12:03.210760729 ...]
@@ -162,6 +165,10 @@ def peel_prefix(line: str) -> tuple[int | None, int | None, tuple | None, str, i
                 value = int(m["rank"]) if "rank" in rx.groupindex else None
                 if kind in ("none", "time"):
                     pass
+                elif kind == "path":
+                    named = _PATH_RANK[1].search(m["path"])
+                    if rank is None and named:
+                        rank = int(named["rank"])
                 elif kind == "rank":
                     if rank is None or rx is _PREFIXES[0][1]:
                         rank = value

@@ -7,21 +7,69 @@ on the other ranks only (as under `if rank != 3:`) while rank 3 stays busy; the 
 (torch's DefaultCPUAllocator error). --spawn N: start N ranks with torch.multiprocessing.spawn instead of a
 launcher (MASTER_ADDR/MASTER_PORT from the environment, default 127.0.0.1 and --port). --progress: each rank
 redraws a progress line on stderr as tqdm does (carriage return, no newline).
+"1:oomchain:0": rank 1's allocation fails and the program re-raises it as `RuntimeError(...) from e` (the root
+error is the FIRST exception printed); "1:oomduring:0": the same, raised inside the except block (no `from`);
+"1:dlraise:0": rank 1's DataLoader worker raises (torch re-raises "Caught ValueError in DataLoader worker
+process 0" in the rank). --warn N: each rank first emits N UserWarnings (noise). --log-style logging|json:
+every rank logs through a `logging` handler ("%(asctime)s - %(name)s - %(levelname)s - ", or one JSON object
+a line with the rank and the traceback as fields, as log collectors keep them) and logs its own failure
+(logger.exception) before exiting 1.
 
 Expected cause: peer_died_first (the first failing rank is the plan's earliest entry; the ranks that
 are left only echo it).
 """
 import argparse
+import json
+import logging
 import os
 import signal
 import sys
 import time
+import warnings
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 SIGNALS = {"abort": signal.SIGABRT, "segv": signal.SIGSEGV, "kill": signal.SIGKILL}
+LOG = logging.getLogger("trainer")
+
+
+class BadRecords(torch.utils.data.Dataset):
+    """A dataset whose item 3 cannot be read (the error is raised inside a DataLoader worker process)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i == 3:
+            raise ValueError(f"record {i} is truncated: expected 1024 floats, got 17")
+        return torch.randn(1024)
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object a record: time, level, logger, rank, message and the traceback as one string field."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {"time": self.formatTime(record), "level": record.levelname, "logger": record.name,
+               "rank": self.rank, "msg": record.getMessage()}
+        if record.exc_info:
+            out["exc_info"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def setup_logging(style: str, rank: int) -> None:
+    """Every record of this rank through one stderr handler in the given style."""
+    handler = logging.StreamHandler(sys.stderr)
+    if style == "json":
+        handler.setFormatter(JsonLines(rank))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
 
 def worker(spawned: int | None, args: argparse.Namespace) -> None:
@@ -32,6 +80,29 @@ def worker(spawned: int | None, args: argparse.Namespace) -> None:
     else:
         dist.init_process_group("gloo", rank=spawned, world_size=args.spawn, timeout=timedelta(seconds=10))
     rank = dist.get_rank()
+    if args.log_style != "none":
+        setup_logging(args.log_style, rank)
+        try:
+            steps(rank, plan, args)
+        except Exception:
+            LOG.exception("rank %d: training failed", rank)
+            sys.exit(1)
+    else:
+        steps(rank, plan, args)
+    dist.destroy_process_group()
+
+
+def oom() -> None:
+    """More memory than any machine has: the allocator refuses."""
+    torch.empty(1 << 46, dtype=torch.uint8)
+
+
+def steps(rank: int, plan: dict, args: argparse.Namespace) -> None:
+    """The training loop: the plan's failure at --bad-step, an all_reduce a step otherwise."""
+    if args.warn:
+        warnings.simplefilter("always")
+        for i in range(args.warn):
+            warnings.warn(f"batch {i}: padding token id not set, using eos_token_id")
     for step in range(5):
         t = torch.randn(1024)
         if args.progress:  # one shared terminal line redrawn by every rank: another rank's error lands mid-line
@@ -49,14 +120,29 @@ def worker(spawned: int | None, args: argparse.Namespace) -> None:
             if how == "osexit":  # leaves at once: no traceback, no cleanup
                 os._exit(1)
             if how == "oom":  # more memory than any machine has: the allocator refuses
-                torch.empty(1 << 46, dtype=torch.uint8)
+                oom()
+            if how == "oomchain":
+                try:
+                    oom()
+                except RuntimeError as e:
+                    raise RuntimeError(f"rank {rank}: forward pass failed at step {step}") from e
+            if how == "oomduring":
+                try:
+                    oom()
+                except RuntimeError:
+                    raise RuntimeError(f"rank {rank}: forward pass failed at step {step}")
+            if how == "dlraise":
+                for _ in torch.utils.data.DataLoader(BadRecords(), batch_size=2, num_workers=1):
+                    pass
             if how == "exit":
                 print(f"rank {rank}: giving up at step {step}", file=sys.stderr, flush=True)
                 sys.exit(3)
             os.kill(os.getpid(), SIGNALS[how])
         dist.all_reduce(t)
-        print(f"rank {rank} step {step}", flush=True)
-    dist.destroy_process_group()
+        if args.log_style != "none":
+            LOG.info("step %d done", step)
+        else:
+            print(f"rank {rank} step {step}", flush=True)
 
 
 def main() -> None:
@@ -67,6 +153,8 @@ def main() -> None:
     parser.add_argument("--port", default="29581")
     parser.add_argument("--progress", action="store_true",
                         help="each rank redraws a progress line on stderr (carriage return, no newline) as tqdm does")
+    parser.add_argument("--warn", type=int, default=0, help="emit this many UserWarnings first on every rank")
+    parser.add_argument("--log-style", choices=["none", "logging", "json"], default="none")
     args = parser.parse_args()
     if not args.spawn:
         worker(None, args)

@@ -257,6 +257,53 @@ def _srun_many_tasks(case: Case) -> list[str]:
     return ["srun", f"-n{case.nproc}", "-O", "--label", "--kill-on-bad-exit=1", "bash", "-c", inner]
 
 
+def _rank_files(join: str) -> Callable[[Case], list[str]]:
+    """N ranks started by hand with `python` (env://, no launcher), each writing its own file logs/rank_<r>.log
+    (as `python train.py > logs/rank_$RANK.log 2>&1` does); the log is those files joined by `join`, run in the
+    folder above logs/ (`tail -n +1 logs/rank_*.log` puts "==> logs/rank_1.log <==" between them, `grep -r ''
+    logs/` puts "logs/rank_1.log:" in front of each line)."""
+    def cmd(case: Case) -> list[str]:
+        port = str(_free_port())
+        out = "/tmp/distdoctor-rank-files"
+        prog = shlex.join([sys.executable, f"{PROGRAMS}/{case.program}", *case.script_args])
+        ranks = " ".join(f"RANK={r} LOCAL_RANK={r} WORLD_SIZE={case.nproc} MASTER_ADDR=127.0.0.1 MASTER_PORT={port} "
+                         f"{prog} > {out}/logs/rank_{r}.log 2>&1 &" for r in range(case.nproc))
+        return ["bash", "-c", f"rm -rf {out}; mkdir -p {out}/logs; {ranks} wait; cd {out}; {join}"]
+    return cmd
+
+
+def _srun_output_files(case: Case) -> list[str]:
+    """`srun -n N -O --kill-on-bad-exit=1 -o out/%j_%t.out` (an sbatch script's `#SBATCH --output=%j_%t.out`, one
+    file per task) with one task per rank; the log is srun's own console (its `srun: error:` and slurmstepd lines)
+    followed by the task files joined with `tail -n +1 out/*.out` ("==> out/12_1.out <==" headers)."""
+    port = str(_free_port())
+    out = "/tmp/distdoctor-srun-out"
+    inner = (f"export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS MASTER_ADDR=127.0.0.1 "
+             f"MASTER_PORT={port}; exec {shlex.join([sys.executable, f'{PROGRAMS}/{case.program}', *case.script_args])}")
+    return ["bash", "-c", f"rm -rf {out}; mkdir -p {out}/out; srun -n{case.nproc} -O --kill-on-bad-exit=1 "
+                          f"-o '{out}/out/%j_%t.out' {shlex.join(['bash', '-c', inner])}; cd {out}; tail -n +1 out/*.out"]
+
+
+# a collector that keeps each line as one JSON object, as Docker's json-file driver does: {"log": "<line>\n",
+# "stream": "stdout", "time": "<UTC, ns>Z"} (torchrun's stderr merged into stdout first)
+JSON_FILE_STAMP = (f"{shlex.quote(sys.executable)} -u -c \"import sys, json, datetime\n"
+                   f"for l in sys.stdin: print(json.dumps({{'log': l, 'stream': 'stdout', 'time': "
+                   f"datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%f000Z')}}))\"")
+
+
+def _two_nodes_files_tail(case: Case) -> list[str]:
+    """Two torchrun agents on this machine as nodes 0 and 1 (c10d rendezvous), each console into its own file
+    (as two pods' or two hosts' logs are kept), shown with `tail -n +1 node0.log node1.log` ("==> node0.log <==")."""
+    port = str(_free_port())
+    out = "/tmp/distdoctor-node-files"
+    def node(rank: int) -> str:
+        return shlex.join([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={rank}",
+                           f"--nproc_per_node={case.nproc}", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
+                           *case.launcher_args, f"{PROGRAMS}/{case.program}", *case.script_args]) + f" > {out}/node{rank}.log 2>&1"
+    return ["bash", "-c", f"rm -rf {out}; mkdir -p {out}; {node(0)} & sleep 3; {node(1)}; wait; cd {out}; "
+                          f"tail -n +1 node0.log node1.log"]
+
+
 def _low_fd_limit(case: Case) -> list[str]:
     """torchrun under `ulimit -n 128`."""
     return with_open_files_limit(_default_cmd(case), 128)
@@ -642,6 +689,84 @@ CASES: list[Case] = [
          attempts=3,
          notes="rank 1 alone asks for more memory than the machine has (64 TiB): torch's DefaultCPUAllocator "
                "refuses; the others echo its death."),
+    Case("gen_logging_handler_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["- trainer - ERROR - rank 2: training failed", "ValueError: bad batch"], nproc=4,
+         script_args=["--plan", "2:raise:0", "--log-style", "logging"], launcher_args=["--monitor-interval=1"],
+         attempts=3,
+         notes="every rank logs through a Python logging handler ('%(asctime)s - %(name)s - %(levelname)s - ') "
+               "and logs its own failure with logger.exception before exiting 1 (no [rankN]: prefix on the "
+               "traceback): rank 2 raises, the others log the lost connection."),
+    Case("gen_jsonl_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=['"rank": 2, "msg": "rank 2: training failed"', "ValueError: bad batch"], nproc=4,
+         script_args=["--plan", "2:raise:0", "--log-style", "json"], launcher_args=["--monitor-interval=1"],
+         attempts=3,
+         notes="every rank logs one JSON object a line ({\"time\", \"level\", \"logger\", \"rank\", \"msg\", "
+               "\"exc_info\"}, the traceback as one escaped string), as a log collector keeps them; torchrun's own "
+               "lines stay plain. Rank 2 raises, the others log the lost connection."),
+    Case("gen_chain_oom_rank1", "oom_one_rank", "fail_rank_shapes.py", 1,
+         expect=["The above exception was the direct cause", "[enforce fail at alloc_cpu.cpp"], nproc=4,
+         script_args=["--plan", "1:oomchain:0"], launcher_args=["--monitor-interval=1"], also=["peer_died_first"],
+         attempts=3,
+         notes="rank 1's allocation fails and the program re-raises it as RuntimeError('forward pass failed') "
+               "from the allocator's error: the root error is the FIRST exception of the chain, the last line "
+               "only wraps it."),
+    Case("gen_during_oom_rank1", "oom_one_rank", "fail_rank_shapes.py", 1,
+         expect=["During handling of the above exception", "[enforce fail at alloc_cpu.cpp"], nproc=4,
+         script_args=["--plan", "1:oomduring:0"], launcher_args=["--monitor-interval=1"], also=["peer_died_first"],
+         attempts=3,
+         notes="as gen_chain_oom_rank1, but the new error is raised inside the except block without `from` "
+               "('During handling of the above exception, another exception occurred')."),
+    Case("gen_warnings_noise_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["UserWarning: batch 1499:", "[rank2]: ValueError: bad batch"], nproc=4,
+         script_args=["--plan", "2:raise:0", "--warn", "1500"], launcher_args=["--monitor-interval=1"], attempts=3,
+         notes="every rank first emits 1500 UserWarnings (two lines each, 12000 lines of noise); then rank 2 "
+               "raises and the others echo."),
+    Case("gen_dataloader_caught_raise1", "peer_died_first", "fail_rank_shapes.py", 1,
+         expect=["Caught ValueError in DataLoader worker process 0", ECHO], nproc=4,
+         script_args=["--plan", "1:dlraise:0"], launcher_args=["--monitor-interval=1"], attempts=3,
+         notes="rank 1's DataLoader worker process cannot read a record and raises; torch re-raises it in rank 1 "
+               "('Caught ValueError in DataLoader worker process 0' with the worker's traceback as text); the "
+               "others echo."),
+    Case("gen_tail_rank_files_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["==> logs/rank_2.log <==", "ValueError: bad batch"], nproc=4, script_args=["--plan", "2:raise:0"],
+         cmd=_rank_files("tail -n +1 logs/rank_*.log"), timeout=90,
+         notes="4 ranks started by hand (no launcher), each into logs/rank_<r>.log, shown with `tail -n +1 "
+               "logs/rank_*.log` (\"==> logs/rank_1.log <==\" headers); rank 2 raises, the others echo."),
+    Case("gen_grep_rank_files_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["logs/rank_2.log:", "ValueError: bad batch"], nproc=4, script_args=["--plan", "2:raise:0"],
+         cmd=_rank_files("grep -r '' logs/"), timeout=90,
+         notes="as gen_tail_rank_files_raise2, shown with `grep -r '' logs/` (each line behind its file's name, "
+               "files in directory order)."),
+    Case("gen_srun_out_files_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=["==> out/", "ValueError: bad batch", "srun: error:"], nproc=4, script_args=["--plan", "2:raise:0"],
+         cmd=_srun_output_files, timeout=120,
+         notes="srun -n4 -o out/%j_%t.out (one file per task as `#SBATCH --output=%j_%t.out`), one task per rank; "
+               "srun's console (task exits, slurmstepd CANCELLED) then `tail -n +1 out/*.out`. Rank 2 raises."),
+    Case("gen_srun_label_kill1", "peer_died_first", "fail_rank_shapes.py", 1,
+         expect=["task 1: Killed"], nproc=4, script_args=["--plan", "1:kill:0"], cmd=_srun_many_tasks, timeout=120,
+         notes="srun -n4 --label, one task per rank; rank 1 is killed (SIGKILL, as by the OOM killer) without a "
+               "word: only srun's 'task 1: Killed' names it; the others echo the lost peer."),
+    Case("gen_docker_json_raise2", "peer_died_first", "fail_rank_shapes.py", 2,
+         expect=['"log": "[rank2]: ValueError: bad batch', ECHO], nproc=4, script_args=["--plan", "2:raise:0"],
+         launcher_args=["--monitor-interval=1"], cmd=_piped(JSON_FILE_STAMP), attempts=3,
+         notes="torchrun's combined output kept one JSON object a line as Docker's json-file driver keeps a "
+               "container's ({\"log\": \"<line>\\n\", \"stream\": \"stdout\", \"time\": \"...Z\"}); rank 2 "
+               "raises, the others echo."),
+    Case("gen_tail_two_nodes_raise3", "peer_died_first", "fail_rank_shapes.py", 3,
+         expect=["==> node1.log <==", "[rank3]: ValueError: bad batch"], nproc=2,
+         script_args=["--plan", "3:raise:0"], launcher_args=["--monitor-interval=1"], cmd=_two_nodes_files_tail,
+         timeout=120, attempts=3,
+         notes="two torchrun agents (nodes 0 and 1, 2 workers each), each console in its own file, shown with "
+               "`tail -n +1 node0.log node1.log`; global rank 3 (local rank 1 of node 1) raises, the other ranks "
+               "echo; each agent's summary names local ranks of its own node."),
+    Case("gen_logging_chain_oom_rank1", "oom_one_rank", "fail_rank_shapes.py", 1,
+         expect=["- trainer - ERROR - rank 1: training failed", "The above exception was the direct cause",
+                 "[enforce fail at alloc_cpu.cpp"], nproc=4,
+         script_args=["--plan", "1:oomchain:0", "--log-style", "logging"], launcher_args=["--monitor-interval=1"],
+         also=["peer_died_first"], attempts=3,
+         notes="gen_chain_oom_rank1 through a logging handler: rank 1 logs the whole chain with "
+               "logger.exception (the allocator's error first, the wrapping RuntimeError last), the others log "
+               "the lost peer."),
     Case("gen_oom_rank0_cpu", "oom_one_rank", "fail_oom_rank0.py", 0,
          expect=["DefaultCPUAllocator: can't allocate memory"], also=["peer_died_first"],
          notes="each rank is capped at 3 GiB of address space (RLIMIT_AS, like a container limit); rank 0 "
