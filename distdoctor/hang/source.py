@@ -123,39 +123,33 @@ def swallowing_handlers(file: str | None, line: int | None) -> tuple[Block, ...]
                  and s.get("exits") != "raise" and _own(spans, s, line))
 
 
+def _directly_in_loop(file: str | None, loop_line: int | None) -> list[dict]:
+    """The spans inside the loop whose header is at loop_line and not inside a loop or def nested in it (a
+    `continue` or `break` there is that loop's); [] when the file or the loop is not known."""
+    spans = _spans(file) if file and loop_line else None
+    loop = next((s for s in spans if s["kind"] in ("for", "while") and s["line"] == loop_line), None) if spans else None
+    if loop is None:
+        return []
+    inner = [s for s in spans if s["kind"] in ("for", "while", "def") and s is not loop
+             and loop["start"] <= s["start"] and s["end"] <= loop["end"]]
+    return [s for s in spans if loop["start"] < s["start"] and s["end"] <= loop["end"]
+            and not any(i["start"] <= s["start"] and s["end"] <= i["end"] for i in inner)]
+
+
 def skipping_handlers(file: str | None, loop_line: int | None, before: int | None = None) -> tuple[Block, ...]:
     """The except clauses inside the loop whose header is at loop_line that end in `continue` (of that loop, not
     of a loop nested in it), above line `before` when given: a rank that raised there skipped the rest of that
     pass, and the collectives in it."""
-    spans = _spans(file) if file and loop_line else None
-    if not spans:
-        return ()
-    loop = next((s for s in spans if s["kind"] in ("for", "while") and s["line"] == loop_line), None)
-    if loop is None:
-        return ()
-    inner = [s for s in spans if s["kind"] in ("for", "while", "def") and s is not loop
-             and loop["start"] <= s["start"] and s["end"] <= loop["end"]]
-    return tuple(Block("except", file, s["line"], s["header"], False, "exit") for s in spans
-                 if s["kind"] == "except" and s.get("exits") == "continue" and loop["start"] < s["start"]
-                 and s["end"] <= loop["end"] and (before is None or s["start"] < before)
-                 and not any(i["start"] <= s["start"] and s["end"] <= i["end"] for i in inner))
+    return tuple(Block("except", file, s["line"], s["header"], False, "exit")
+                 for s in _directly_in_loop(file, loop_line)
+                 if s["kind"] == "except" and s.get("exits") == "continue" and (before is None or s["start"] < before))
 
 
 def loop_exits(file: str | None, loop_line: int | None) -> tuple[Block, ...]:
     """The `if`s inside the loop whose header is at loop_line that end in `break` (of that loop, not of a loop
     nested in it): the per-rank test (a step limit, a time budget) that let some ranks leave the loop first."""
-    spans = _spans(file) if file and loop_line else None
-    if not spans:
-        return ()
-    loop = next((s for s in spans if s["kind"] in ("for", "while") and s["line"] == loop_line), None)
-    if loop is None:
-        return ()
-    inner = [s for s in spans if s["kind"] in ("for", "while", "def") and s is not loop
-             and loop["start"] <= s["start"] and s["end"] <= loop["end"]]
-    return tuple(Block("if", file, s["line"], s["header"], s["on_rank"], "exit") for s in spans
-                 if s["kind"] == "if" and s.get("exits") == "break" and loop["start"] < s["start"]
-                 and s["end"] <= loop["end"] and not any(i["start"] <= s["start"] and s["end"] <= i["end"]
-                                                         for i in inner))
+    return tuple(Block("if", file, s["line"], s["header"], s["on_rank"], "exit")
+                 for s in _directly_in_loop(file, loop_line) if s["kind"] == "if" and s.get("exits") == "break")
 
 
 def with_bodies(file: str | None, line: int | None) -> tuple[Block, ...]:
