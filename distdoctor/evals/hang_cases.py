@@ -32,7 +32,8 @@ def score(case: HangCase, out: dict) -> tuple[bool, str]:
     return all(checks.values()), detail
 
 
-def _one(case: HangCase, job: jobs.Job, env: dict, say) -> LoopResult:
+def _one(case: HangCase, job: jobs.Job, env: dict, say, answer: dict | None = None) -> LoopResult:
+    """Wait until the job is stuck, run hang.py on it, score its answer (kept in `answer` when given), kill it."""
     res = LoopResult(f"evals/programs/{case.program.name}", case.cause, False, "failed")
     try:
         t = time.monotonic()
@@ -53,6 +54,8 @@ def _one(case: HangCase, job: jobs.Job, env: dict, say) -> LoopResult:
             res.steps.append(Step("diagnose", False, f"hang.py exit {proc.returncode}: {proc.stderr.strip()[:200]}",
                                   seconds))
             return res
+        if answer is not None:
+            answer.update(out)
         ok, detail = score(case, out)
         res.diagnosed = (out.get("causes") or [{}])[0].get("id")
         res.steps.append(Step("diagnose", ok, f"hang.py in {seconds:.1f}s: {detail}", seconds))
