@@ -68,3 +68,25 @@ def test_live_hang_is_named(running, case):
     assert out["causes"][0]["id"] == case.cause, out["causes"]
     assert out["causes"][0]["entry"].startswith("references/")
     assert Path(out["location"]["file"]).name == case.program.name and out["location"]["line"] == case.line
+
+
+def test_run_all_one_job_at_a_time(monkeypatch):
+    """`run_evals.py --e2e --hang-only`: each job is started, diagnosed and killed before the next starts."""
+    picked = [c for c in CASES if c.name in ("hang_subprocess_stuck", "hang_partial_new_group")]
+    monkeypatch.setattr(hang_cases, "CASES", picked)
+    started = []
+    real_start = jobs.start
+
+    def start(*args, **kwargs):
+        alive = [j for j in started if j.proc.poll() is None]
+        assert not alive, f"a job still runs when the next starts: {[j.pid for j in alive]}"
+        started.append(real_start(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(jobs, "start", start)
+    try:
+        results = hang_cases.run_all(progress=False, together=False)
+    finally:
+        left = [p for j in started for p in j.kill()]
+    assert not left, f"processes left behind: {left}"
+    assert [r.passed for r in results] == [True, True], [r.to_json() for r in results]
