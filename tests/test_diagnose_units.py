@@ -24,6 +24,11 @@ LOGS = ROOT / "tests" / "data" / "logs"
     ("0: [rank5]: ValueError: x", 5, " ValueError: x"),
     ("7: ValueError: x", 7, "ValueError: x"),
     ("g3053:2 Traceback (most recent call last):", 2, "Traceback (most recent call last):"),
+    # Python's warnings print "file:line: Category: message" (warnings.formatwarning): a line number, not a rank
+    ("train.py:45: UserWarning: x", None, "train.py:45: UserWarning: x"),
+    ("1: a.py:3: FutureWarning: x", 1, "a.py:3: FutureWarning: x"),
+    ("utils.cpp:12 x", None, "utils.cpp:12 x"),
+    ("host.cluster.local:3: x", 3, "x"),
     ("[R1/4][LR1] boom", 1, "boom"),
     ("Thu Aug 29 16:41:02 2019[3]<stderr>:  File x", 3, "  File x"),
     ("[1,2]<stderr>:oops", 2, "oops"),

@@ -63,8 +63,10 @@ _PREFIXES: list[tuple[str, re.Pattern[str]]] = [
     ("local", re.compile(r"\[(?!rank\d)[A-Za-z_][A-Za-z_-]*?(?P<rank>\d+)\]:")),
     # srun --label: "3: " (the task id: the rank where srun starts the workers, a node under srun torchrun)
     ("task", re.compile(r"(?P<rank>\d{1,5}): ")),
-    # host:rank as in "g3053:2 " or "node-1:0: "
-    ("rank", re.compile(r"[A-Za-z][\w.-]*[A-Za-z0-9]:(?P<rank>\d{1,5})(?::\s?|\s)(?!\d)")),
+    # host:rank as in "g3053:2 " or "node-1:0: ". Not a source file's name and line: Python's warnings print
+    # "train.py:45: UserWarning: ..." (a relative path), C++ "utils.cpp:12 ..." (no host is named like a file)
+    ("rank", re.compile(r"(?![\w.-]*\.(?:py|pyx|pyi|c|cc|cpp|cxx|h|hpp|cu|cuh):\d)"
+                        r"[A-Za-z][\w.-]*[A-Za-z0-9]:(?P<rank>\d{1,5})(?::\s?|\s)(?!\d)")),
 ]
 
 _FIRST_ONLY = {_PREFIXES[-1][1], _PREFIXES[-2][1]}  # srun and host:rank labels lead the line
