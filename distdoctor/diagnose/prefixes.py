@@ -125,14 +125,18 @@ def strip_ansi(text: str) -> str:
 
 
 def common_indent(head: bytes, lines: int = 200) -> str:
-    """The indentation every non-blank line of a log's head shares (a log pasted indented: a 4-space markdown
-    code block, a quote in a list), to take off each line; "" when some line starts at the margin."""
+    """The lead every non-blank line of a log's head shares, to take off each line: indentation (a log pasted
+    indented: a 4-space markdown code block, a quote in a list) or markdown quote marks ("> ", "> > ": a log
+    quoted in an issue or an e-mail reply; a line of quote marks alone counts as blank); "" when some line
+    starts at the margin."""
     indent: bytes | None = None
     for raw in head.split(b"\n")[:lines]:
         raw = raw.rstrip(b"\r")
-        if not raw.strip():
-            continue
-        lead = raw[:len(raw) - len(raw.lstrip(b" \t"))]
+        lead = raw[:len(raw) - len(raw.lstrip(b" \t>"))]
+        if len(lead) == len(raw):
+            continue  # blank, or quote marks alone
+        if b">" not in lead:
+            lead = raw[:len(raw) - len(raw.lstrip(b" \t"))]
         indent = lead if indent is None else indent[:next((i for i, (a, b) in enumerate(zip(indent, lead)) if a != b),
                                                           min(len(indent), len(lead)))]
         if not indent:

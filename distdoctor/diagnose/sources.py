@@ -134,6 +134,10 @@ def spans(stream: BinaryIO, stats: ScanStats, name: str) -> Iterator[tuple[int, 
             kept = head.replace(b"\x00", b"")
             buf[carry:carry + len(kept)] = kept
             n = len(kept)
+        if _pasted(buf, carry, carry + n):  # never longer than what was read: the buffer's bound holds
+            kept = _unpaste(bytes(view[carry:carry + n]))
+            buf[carry:carry + len(kept)] = kept
+            n = len(kept)
         first = False
         start, end = 0, carry + n
         if skipping:
@@ -160,6 +164,37 @@ def spans(stream: BinaryIO, stats: ScanStats, name: str) -> Iterator[tuple[int, 
         yield line_no, bytes(view[:carry]) + b"\n", 0, carry + 1
         line_no += 1
     stats.lines += line_no - 1
+
+
+# A log copied from a web page or scraped from its HTML: non-breaking spaces for spaces, HTML's entities for
+# quotes and angle brackets ('File &quot;train.py&quot;, line 3', '-&gt;'), and a forum's typographer outside code
+# blocks (Discourse's default: 'File “train.py”', 'torchrun –nproc_per_node'). All are read as the text printed.
+_NBSP = b"\xc2\xa0"
+_TYPOGRAPHER = ((b"\xe2\x80\x9c", b'"'), (b"\xe2\x80\x9d", b'"'), (b"\xe2\x80\x98", b"'"), (b"\xe2\x80\x99", b"'"),
+                (b"\xe2\x80\x93", b"--"), (b"\xe2\x80\x94", b"---"))  # “ ” ‘ ’, en and em dash
+_ENTITIES = ((b"&quot;", b'"'), (b"&#34;", b'"'), (b"&#39;", b"'"), (b"&#x27;", b"'"), (b"&apos;", b"'"),
+             (b"&lt;", b"<"), (b"&gt;", b">"), (b"&amp;", b"&"))  # &amp; last: "&amp;lt;" reads "&lt;"
+
+
+def _pasted(buf: bytearray, start: int, end: int) -> bool:
+    """Whether buf[start:end] holds a non-breaking space, a typographer's mark or an HTML entity. Single bytes are
+    looked for first (memchr: a plain ASCII log costs three fast passes); the marks only where those bytes occur."""
+    return (buf.find(b"\xc2", start, end) >= 0 and buf.find(_NBSP, start, end) >= 0) or (
+        buf.find(b"\xe2", start, end) >= 0 and any(buf.find(t, start, end) >= 0 for t, _ in _TYPOGRAPHER)) or (
+        buf.find(b"&", start, end) >= 0 and any(buf.find(e, start, end) >= 0 for e, _ in _ENTITIES[:-1]))
+
+
+def _unpaste(chunk: bytes) -> bytes:
+    """The chunk with non-breaking spaces as spaces, typographer quotes and dashes as typed, and HTML's character
+    entities decoded (never a newline added or taken: line numbers stay those of the file)."""
+    chunk = chunk.replace(_NBSP, b" ")
+    if b"\xe2\x80" in chunk:
+        for mark, plain in _TYPOGRAPHER:
+            chunk = chunk.replace(mark, plain)
+    if b"&" in chunk:
+        for entity, char in _ENTITIES:
+            chunk = chunk.replace(entity, char)
+    return chunk
 
 
 def _binary(head: bytes) -> bool:

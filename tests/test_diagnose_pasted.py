@@ -1,0 +1,99 @@
+"""A log as people paste it: quoted in an issue ("> "), copied from a web page (non-breaking spaces), scraped from
+HTML (entities), or typed outside a forum's code block (typographer quotes and dashes) reads as the log printed.
+Each case is a real log of tests/data/logs, changed the way a paste changes it; the plain file is the reference."""
+
+import gzip
+import html
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from distdoctor.diagnose import diagnose_paths
+from distdoctor.diagnose.prefixes import common_indent
+from distdoctor.diagnose.sources import _unpaste
+from distdoctor.paths import ROOT
+
+LOGS = ROOT / "tests" / "data" / "logs"
+
+
+def _quote(text: str) -> str:
+    """GitHub's and e-mail's quote: "> " before every line (a blank line keeps ">" alone)."""
+    return "\n".join(("> " + line).rstrip() for line in text.splitlines()) + "\n"
+
+
+def _nbsp(text: str) -> str:
+    """A web page's copy: every space a non-breaking one."""
+    return text.replace(" ", "\u00a0")
+
+
+def _typographer(text: str) -> str:
+    """A forum's typographer outside a code block: curly quotes, "--" as an en dash."""
+    out, opened = [], False
+    for ch in text.replace("--", "\u2013"):
+        if ch == '"':
+            out.append("\u201d" if opened else "\u201c")
+            opened = not opened
+        else:
+            out.append("\u2019" if ch == "'" else ch)
+    return "".join(out)
+
+
+PASTES = {"quote": _quote, "nbsp": _nbsp, "html": html.escape, "typographer": _typographer}
+# real logs each paste broke before (cause or first failing rank lost): tests/data/logs/<name>.log
+CASES = [("gen_chain_oom_rank1", "html"), ("gen_chain_oom_rank1", "typographer"), ("gen_chain_oom_rank1", "nbsp"),
+         ("field_olmo_connection_closed", "quote"), ("field_olmo_connection_closed", "nbsp"),
+         ("gen_exit_code_rank2_prefix", "quote"), ("gen_launcher_endpoint_no_port", "typographer")]
+
+
+def _answer(result: dict) -> tuple:
+    first = result.get("first_failure") or {}
+    return ([c["id"] for c in result["causes"][:3]], result.get("verdict"), first.get("rank"), first.get("line"))
+
+
+@pytest.mark.parametrize("name,paste", CASES)
+def test_pasted_log_reads_as_printed(tmp_path, name, paste):
+    plain = diagnose_paths([str(LOGS / f"{name}.log")])
+    meta = yaml.safe_load((LOGS / f"{name}.meta.yaml").read_text())
+    assert plain["causes"][0]["id"] == meta["expected_cause"]
+    assert (plain.get("first_failure") or {}).get("rank") == meta.get("first_failure_rank")
+    changed = tmp_path / f"{name}.log"
+    changed.write_text(PASTES[paste]((LOGS / f"{name}.log").read_text(encoding="utf-8")), encoding="utf-8")
+    assert _answer(diagnose_paths([str(changed)])) == _answer(plain)
+
+
+def test_pasted_log_through_gzip_and_stdin(tmp_path):
+    """The same reading for a .gz file and standard input (every source is streamed the same way)."""
+    text = html.escape(_quote((LOGS / "gen_chain_oom_rank1.log").read_text(encoding="utf-8")))
+    gz = tmp_path / "pasted.log.gz"
+    gz.write_bytes(gzip.compress(text.encode()))
+    plain = _answer(diagnose_paths([str(LOGS / "gen_chain_oom_rank1.log")]))
+    assert _answer(diagnose_paths([str(gz)])) == plain
+    out = subprocess.run([sys.executable, "-m", "distdoctor", "diagnose", "--json", "--quiet", "-"], input=text,
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert _answer(json.loads(out.stdout)) == plain
+
+
+@pytest.mark.parametrize("chunk,expected", [
+    (b"File &quot;train.py&quot;, line 3, in &lt;module&gt;\n", b'File "train.py", line 3, in <module>\n'),
+    (b"a &amp;lt; b, it&#39;s\n", b"a &lt; b, it's\n"),  # &amp; decoded last: one level of escaping only
+    ("torchrun \u2013nproc_per_node=2 \u201ctrain.py\u201d\u00a0x\n".encode(), b'torchrun --nproc_per_node=2 "train.py" x\n'),
+    (b"AT&T 5 & 6\n", b"AT&T 5 & 6\n"),  # an ampersand that starts no entity stays
+])
+def test_unpaste(chunk, expected):
+    out = _unpaste(chunk)
+    assert out == expected and out.count(b"\n") == chunk.count(b"\n") and len(out) <= len(chunk)
+
+
+@pytest.mark.parametrize("head,lead", [
+    (b"> Traceback (most recent call last):\n>\n>   File \"x.py\", line 1\n> RuntimeError: x\n", "> "),
+    (b"> > [rank1]: x\n> > y\n", "> > "),
+    (b"    Traceback\n      File\n", "    "),
+    (b">>> import torch\nRuntimeError: x\n", ""),  # an interpreter prompt at the margin is the log's own text
+    (b"> quoted\nnot quoted\n", ""),
+])
+def test_common_lead(head, lead):
+    assert common_indent(head) == lead
