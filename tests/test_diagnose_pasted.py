@@ -1,6 +1,7 @@
-"""A log as people paste it: quoted in an issue ("> "), copied from a web page (non-breaking spaces), scraped from
-HTML (entities), or typed outside a forum's code block (typographer quotes and dashes) reads as the log printed.
-Each case is a real log of tests/data/logs, changed the way a paste changes it; the plain file is the reference."""
+"""A log as people paste or save it reads as the log printed: quoted in an issue ("> "), copied from a web page
+(non-breaking spaces), scraped from HTML (entities), typed outside a forum's code block (typographer quotes and
+dashes), or written by Windows PowerShell (UTF-16). Each case is a real log of tests/data/logs, changed the way a
+paste changes it; the plain file is the reference."""
 
 import gzip
 import html
@@ -97,3 +98,36 @@ def test_unpaste(chunk, expected):
 ])
 def test_common_lead(head, lead):
     assert common_indent(head) == lead
+
+
+@pytest.mark.parametrize("encoding,gz", [("utf-16", False), ("utf-16-le", False), ("utf-16-be", False),
+                                         ("utf-16", True)])
+def test_utf16_log_reads_as_utf8(tmp_path, encoding, gz):
+    """Windows PowerShell's `>` writes UTF-16 (with a byte-order mark): read as the text, not refused as binary."""
+    text = (LOGS / "gen_chain_oom_rank1.log").read_text(encoding="utf-8").replace("\n", "\r\n")
+    data = text.encode(encoding)
+    path = tmp_path / ("log.txt.gz" if gz else "log.txt")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    result = diagnose_paths([str(path)])
+    assert not result["input_error"]
+    assert _answer(result) == _answer(diagnose_paths([str(LOGS / "gen_chain_oom_rank1.log")]))
+
+
+def test_utf16_on_stdin():
+    text = (LOGS / "gen_exit_code_rank2_prefix.log").read_text(encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "distdoctor", "diagnose", "--json", "--quiet", "-"],
+                         input=text.encode("utf-16"), capture_output=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert _answer(json.loads(out.stdout)) == _answer(diagnose_paths([str(LOGS / "gen_exit_code_rank2_prefix.log")]))
+
+
+@pytest.mark.parametrize("head,encoding", [
+    (b"\xff\xfeT\x00r\x00", "utf-16"), (b"\xfe\xff\x00T\x00r", "utf-16"),
+    ("Traceback (most recent call".encode("utf-16-le"), "utf-16-le"),
+    ("Traceback (most recent call".encode("utf-16-be"), "utf-16-be"),
+    (b"Traceback (most recent call last):\n", None),
+    (b"\x00\x01\x02\x03" * 16, None),  # binary: refused elsewhere, never decoded as text
+])
+def test_utf16_detection(head, encoding):
+    from distdoctor.diagnose.sources import _utf16_encoding
+    assert _utf16_encoding(head) == encoding

@@ -4,6 +4,7 @@ candidate lines with bounded memory, whatever the size or the length of a line."
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import sys
 from dataclasses import dataclass, field
@@ -44,9 +45,64 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _maybe_gunzip(stream) -> BinaryIO:
-    """The stream itself, or a decompressing reader over it when it starts with gzip's magic."""
+    """The stream itself, or a decompressing reader over it when it starts with gzip's magic; either one read
+    as UTF-8 when it is UTF-16 text (_maybe_utf16)."""
     head = stream.peek(2)[:2] if hasattr(stream, "peek") else b""
-    return gzip.GzipFile(fileobj=stream, mode="rb") if head == GZIP_MAGIC else stream  # type: ignore[return-value]
+    if head == GZIP_MAGIC:
+        stream = gzip.GzipFile(fileobj=stream, mode="rb")
+    return _maybe_utf16(stream)
+
+
+def _utf16_encoding(head: bytes) -> str | None:
+    """"utf-16" for a byte-order mark (Windows PowerShell's `python train.py > log.txt` writes UTF-16LE with one);
+    "utf-16-le"/"utf-16-be" for text without one whose every other byte is NUL; None for anything else."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "utf-16"
+    pairs = head[:len(head) // 2 * 2]
+    if len(pairs) >= 16:
+        for zeros, text, enc in ((pairs[1::2], pairs[0::2], "utf-16-le"), (pairs[0::2], pairs[1::2], "utf-16-be")):
+            if zeros.count(0) == len(zeros) and text.count(0) == 0:
+                return enc
+    return None
+
+
+class _Utf8Of16(io.RawIOBase):
+    """A binary reader giving the UTF-8 of a UTF-16 stream, in bounded pieces (what spans() reads into)."""
+
+    CHARS = 1 << 18
+
+    def __init__(self, stream: BinaryIO, encoding: str) -> None:
+        self._raw = stream
+        self._text = io.TextIOWrapper(stream, encoding=encoding, errors="replace", newline="")  # type: ignore[arg-type]
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        while not self._pending:
+            chunk = self._text.read(self.CHARS)
+            if not chunk:
+                return 0
+            self._pending = chunk.encode("utf-8")
+        n = min(len(b), len(self._pending))
+        b[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._text.detach()
+            self._raw.close()
+        super().close()
+
+
+def _maybe_utf16(stream) -> BinaryIO:
+    """The stream, or a UTF-8 reader over it when it holds UTF-16 text."""
+    if not hasattr(stream, "peek"):
+        return stream
+    enc = _utf16_encoding(stream.peek(64)[:64])
+    return _Utf8Of16(stream, enc) if enc else stream  # type: ignore[return-value]
 
 
 def _opener(path: Path) -> Callable[[], BinaryIO]:
