@@ -15,43 +15,16 @@ import yaml
 from distdoctor.diagnose import diagnose_paths
 from distdoctor.diagnose.prefixes import common_indent
 from distdoctor.diagnose.sources import _unpaste
+from distdoctor.evals.pasted import PASTES, answer as _answer, quote as _quote, measure
 from distdoctor.paths import ROOT
 
 LOGS = ROOT / "tests" / "data" / "logs"
 
 
-def _quote(text: str) -> str:
-    """GitHub's and e-mail's quote: "> " before every line (a blank line keeps ">" alone)."""
-    return "\n".join(("> " + line).rstrip() for line in text.splitlines()) + "\n"
-
-
-def _nbsp(text: str) -> str:
-    """A web page's copy: every space a non-breaking one."""
-    return text.replace(" ", "\u00a0")
-
-
-def _typographer(text: str) -> str:
-    """A forum's typographer outside a code block: curly quotes, "--" as an en dash."""
-    out, opened = [], False
-    for ch in text.replace("--", "\u2013"):
-        if ch == '"':
-            out.append("\u201d" if opened else "\u201c")
-            opened = not opened
-        else:
-            out.append("\u2019" if ch == "'" else ch)
-    return "".join(out)
-
-
-PASTES = {"quote": _quote, "nbsp": _nbsp, "html": html.escape, "typographer": _typographer}
 # real logs each paste broke before (cause or first failing rank lost): tests/data/logs/<name>.log
 CASES = [("gen_chain_oom_rank1", "html"), ("gen_chain_oom_rank1", "typographer"), ("gen_chain_oom_rank1", "nbsp"),
          ("field_olmo_connection_closed", "quote"), ("field_olmo_connection_closed", "nbsp"),
          ("gen_exit_code_rank2_prefix", "quote"), ("gen_launcher_endpoint_no_port", "typographer")]
-
-
-def _answer(result: dict) -> tuple:
-    first = result.get("first_failure") or {}
-    return ([c["id"] for c in result["causes"][:3]], result.get("verdict"), first.get("rank"), first.get("line"))
 
 
 @pytest.mark.parametrize("name,paste", CASES)
@@ -131,3 +104,11 @@ def test_utf16_on_stdin():
 def test_utf16_detection(head, encoding):
     from distdoctor.diagnose.sources import _utf16_encoding
     assert _utf16_encoding(head) == encoding
+
+
+def test_every_labelled_log_reads_alike_quoted():
+    """The eval over every short labelled log (python -m distdoctor.evals.pasted): quoted, each one's answer (top
+    three, verdict, first failure's rank and line) is the plain file's (before quote marks were peeled: 163/202)."""
+    out = measure(["quote"])
+    assert out["logs"] >= 150 and out["kinds"]["quote"]["changed"] == []
+    assert out["kinds"]["quote"]["cause_right"] == out["plain_cause_right"]

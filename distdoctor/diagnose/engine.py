@@ -83,6 +83,14 @@ class _Tally:
                        **_symptom(sig)})
 
 
+def _unindented(chunk: bytes, indent: str) -> bytes:
+    """The chunk's lines without the lead every line of the log shares (a paste's indentation or quote marks)."""
+    if not indent:
+        return chunk
+    lead = indent.encode("ascii")
+    return b"\n".join(line[len(lead):] if line.startswith(lead) else line for line in chunk.split(b"\n"))
+
+
 def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builder: EventBuilder,
                  tally: _Tally, stats: ScanStats, progress=None) -> None:
     state: dict = {}
@@ -95,7 +103,7 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
             if indent is None:
                 indent = common_indent(bytes(block[lo:min(hi, lo + HEAD_BYTES)]))
             if len(tally.head) < HEAD_BYTES:
-                tally.head += bytes(block[lo:min(hi, lo + HEAD_BYTES - len(tally.head))])
+                tally.head += _unindented(bytes(block[lo:min(hi, lo + HEAD_BYTES - len(tally.head))]), indent)
             if progress is not None and n % 64 == 63:
                 progress(idx + 1, stats)
             for line_no, raw in pre.lines(first, block, state, lo, hi):
