@@ -8,8 +8,8 @@ import zlib
 from collections import defaultdict
 from dataclasses import replace
 
-from distdoctor.diagnose import (alternatives, calibrate, code_evidence, gpu_processes, json_lines, p2p_matrix,
-                                 preconditions, store_wait, structure, versions)
+from distdoctor.diagnose import (alternatives, calibrate, code_evidence, env_report, gpu_processes, json_lines,
+                                 p2p_matrix, preconditions, store_wait, structure, versions)
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, FRAME, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import blame_awaited, find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
@@ -540,8 +540,10 @@ def _settings_aside(weighed: list[tuple[str, str, str, float]], settings: set[tu
 
 
 def _plain(head: bytes) -> str:
-    """The first lines of the input without rank prefixes (what retrieval reads when no line is an error)."""
-    return "\n".join(split_prefix(strip_ansi(ln))[2] for ln in head.decode("utf-8", "replace").splitlines()).strip()
+    """The first lines of the input without rank prefixes and without an environment report pasted beside the
+    log (env_report: collect_env, `transformers-cli env`, ds_report): what retrieval reads with the failures."""
+    lines = [split_prefix(strip_ansi(ln))[2] for ln in head.decode("utf-8", "replace").splitlines()]
+    return "\n".join(env_report.without_reports(lines)).strip()
 
 
 def _compared(builder: EventBuilder, first: Event | None, references_root):
