@@ -503,6 +503,17 @@ def test_deepspeed_launcher_exit_line_names_no_rank():
     assert (diagnose_text(log)["first_failure"] or {}).get("rank") is None
 
 
+def test_mpirun_signal_line_names_the_killed_rank():
+    """Open MPI's mpirun reports a rank killed by a signal with its MPI_COMM_WORLD rank (a global rank): that rank
+    is the first failure, seen by the launcher, and SIGKILL names oom_one_rank. Line:
+    https://github.com/open-mpi/ompi/issues/2661 (a rank needing more memory than its node had)."""
+    log = "mpirun noticed that process rank 0 with PID 21183 on node host01 exited on signal 9 (Killed).\n"
+    r = diagnose_text(log)
+    assert r["first_failure"]["rank"] == 0 and r["causes"][0]["id"] == "oom_one_rank", r["first_failure"]
+    r = diagnose_text(log.replace("rank 0 ", "rank 3 "))
+    assert r["first_failure"]["rank"] == 3, r["first_failure"]
+
+
 def test_agent_failed_line_names_no_rank_whose_log_only_echoes():
     """tests/data/logs/gen_sigkill_rank1.log cut before torchrun's table: 'failed (exitcode: 1) local_rank: 0'
     names rank 0, whose own lines only echo rank 1's death (gloo 'Connection closed by peer')."""

@@ -35,7 +35,9 @@ JOB_RECORD = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d|^[A-Z][A-Z0-9_]*(?:\(\w+\))?
 THIN_SCORE = 4.0
 # the agent saw a rank die of a signal (torchrun's summary; srun's report of a task, not its own "Terminated")
 KILLED = re.compile(r"exitcode\s*:?\s*-(?!15\b)\d+|Signal (?!15\b)\d+ \(SIG|"
-                    r"^srun: error: \S+: tasks? [\d,-]+: (?:Killed|Segmentation fault|Aborted|Bus error)\s*$")
+                    r"^srun: error: \S+: tasks? [\d,-]+: (?:Killed|Segmentation fault|Aborted|Bus error)\s*$|"
+                    # Open MPI's mpirun: "... exited on signal 9 (Killed)."
+                    r"\bexited on signal (?!15\b)\d+ \(")
 SYMPTOM_CAUSES = ("collective_timeout", "peer_died_first")  # their keywords describe what any cause looks like
 VERSION_WEIGHT = 5.0     # a driver older than the build's CUDA, read from version lines
 STRUCTURAL_WEIGHT = 4.0  # a known failure's template (scaled by the overlap), on the first failure

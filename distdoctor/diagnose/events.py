@@ -39,7 +39,9 @@ ECHO = re.compile(r"Connection closed by (?:remote )?peer|Connection reset by pe
 TIMEOUT = re.compile(r"[Tt]imed out|[Tt]imeout|timed out after|failed to pass monitoredBarrier")
 AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)"
                           # torch.multiprocessing.spawn's parent names the process (its index) that failed
-                          r"|[Pp]rocess (?P<spawned>\d+) terminated with (?:signal|exit code|the following error)")
+                          r"|[Pp]rocess (?P<spawned>\d+) terminated with (?:signal|exit code|the following error)"
+                          # Open MPI's mpirun names the MPI_COMM_WORLD rank (a global rank) that died of a signal
+                          r"|mpirun noticed that process rank (?P<mpi>\d+) with PID \S+ on node \S+ exited on signal")
 DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
@@ -350,7 +352,8 @@ class EventBuilder:
         if self.agent_failed is None:
             m = AGENT_FAILED.search(body)
             if m:  # torchrun's "local_rank: N" is a local rank; spawn's process index is the rank
-                self.agent_failed = Line(ln.src, ln.file, ln.line, int(m["rank"] or m["spawned"]), ln.ts, ln.text,
+                rank = int(m["rank"] or m["spawned"] or m["mpi"])
+                self.agent_failed = Line(ln.src, ln.file, ln.line, rank, ln.ts, ln.text,
                                          ln.hits, body, local=m["rank"] is not None, task=ln.task)
         cont = self._colon.pop(ln.src, None)
         if cont is not None and ln.rank is None and ln.line == cont.lines[-1].line + 1:
