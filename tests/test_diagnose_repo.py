@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,58 @@ def test_cli_progress_on_a_large_repo_unless_quiet(tmp_path: Path) -> None:
     assert "Code (--repo" in loud.stdout and "60 file(s) checked, 0 finding(s)" in loud.stdout
     (tmp_path / "m60.py").write_text("X = 60\n")  # a new file: not the cached answer
     assert "checking the code" not in _cli(log, "--repo", str(tmp_path), "--quiet").stderr
+
+
+def _cli_stdin(data: bytes, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "distdoctor", "diagnose", "-", *args], cwd=ROOT, input=data,
+                          capture_output=True, timeout=120)
+
+
+def _answer(out: dict) -> tuple:
+    """What --repo decides, without the log's name: causes, verdict, the code section."""
+    causes = [(c["id"], c["role"], c["level"], [(e["kind"], e.get("line"), e.get("proves")) for e in c["evidence"]])
+              for c in out["causes"]]
+    return causes, out["verdict"], out["code"]
+
+
+@pytest.mark.parametrize("log, program", [
+    ("gen_sigkill_rank1.log", "fail_rank0_allreduce.py"),  # names fail_sigkill.py: not the code that ran
+    ("gen_rank0_allreduce_logdir.log", "fail_rank0_allreduce.py"),  # the code's cause takes the top
+])
+def test_stdin_and_gz_logs_get_the_same_code_evidence_as_the_file(tmp_path: Path, log: str, program: str) -> None:
+    # the files the log names are collected by the one scan: a log read once (stdin, .gz) is weighed as the file is
+    import gzip
+
+    repo = ("--repo", str(PROGRAMS / program), "--json", "--quiet")
+    data = (LOGS / log).read_bytes()
+    plain = _cli(str(LOGS / log), *repo)
+    assert plain.returncode == 0, plain.stderr
+    gz = tmp_path / (log + ".gz")
+    gz.write_bytes(gzip.compress(data))
+    want = _answer(json.loads(plain.stdout))
+    assert _answer(json.loads(_cli(str(gz), *repo).stdout)) == want
+    assert _answer(json.loads(_cli_stdin(data, *repo).stdout)) == want
+    assert _answer(json.loads(_cli_stdin(gzip.compress(data), *repo).stdout)) == want
+
+
+def test_named_files_come_from_the_scan_not_a_second_reading() -> None:
+    # the scan's own set: frames and torchrun's summary, installed packages aside
+    from distdoctor.diagnose import engine
+    from distdoctor.diagnose.sources import expand
+
+    calls = []
+
+    def opened(src):
+        def open_once():
+            calls.append(src.name)
+            return src.open()
+        return replace(src, open=open_once)
+
+    sources = [opened(s) for s in expand([str(LOGS / "gen_sigkill_rank1.log")], [])]
+    out = engine.diagnose_sources(sources, code=code_evidence.check([str(PROGRAMS / "fail_rank0_allreduce.py")]))
+    assert len(calls) == 1 and "not the code that ran" in out["code"]["rule"]
+    assert "fail_sigkill.py" in out["code"]["rule"]
+    named: set[str] = set()
+    code_evidence.add_named(b'  File "/usr/lib/python3.11/site-packages/torch/x.py", line 3, in f', named)
+    code_evidence.add_named(b'  File "/job/train.py", line 9, in main  train.py FAILED', named)
+    assert named == {"/job/train.py", "train.py"}

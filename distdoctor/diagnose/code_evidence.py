@@ -42,7 +42,7 @@ from distdoctor.diagnose import calibrate, preconditions
 MAX_CODE_EVIDENCE = 3  # code lines added to one cause
 NAMED = re.compile(rb'File "([^"<>]+\.py)", line \d+|(\S+\.py) FAILED')
 LIBRARY = ("site-packages", "dist-packages", "lib/python3")
-MAX_READ = 64 * 1024 * 1024  # of each log, looking for the files it names
+MAX_NAMED = 4096  # distinct files kept of those the log names (a log names a few, many times)
 
 
 class RepoError(ValueError):
@@ -99,20 +99,13 @@ def check(paths: list[str], quiet: bool = True, cache: bool = True) -> dict:
     return out
 
 
-def named_files(sources) -> set[str]:
-    """The Python files of the job's own that the logs name (traceback frames, torchrun's summary)."""
-    out: set[str] = set()
-    for src in sources:
-        try:
-            with src.open() as fh:
-                data = fh.read(MAX_READ)
-        except (OSError, EOFError, ValueError):
-            continue
-        for m in NAMED.finditer(data):
-            name = (m.group(1) or m.group(2)).decode("utf-8", "replace")
-            if not any(lib in name for lib in LIBRARY):
-                out.add(name)
-    return out
+def add_named(line: bytes, out: set[str]) -> None:
+    """Add the job's own Python files one log line names (a traceback frame, torchrun's `x.py FAILED`; installed
+    packages aside) to `out`, up to MAX_NAMED files. The scan calls it on each candidate line it reads."""
+    for m in NAMED.finditer(line):
+        name = (m.group(1) or m.group(2)).decode("utf-8", "replace")
+        if len(out) < MAX_NAMED and not any(lib in name for lib in LIBRARY):
+            out.add(name)
 
 
 def ran(named: set[str], relpaths: Iterable[str]) -> bool:
@@ -160,7 +153,7 @@ def consistent(causes: list[dict], verdict: str, roots: Callable[[str], tuple[st
 def weigh(causes: list[dict], verdict: str, code: dict, own_error: bool, entries: dict,
           roots: Callable[[str], tuple[str, ...]], named: set[str] = frozenset()) -> tuple[list[dict], str, dict]:
     """Apply the module's rule: (causes with code evidence and roles, verdict, the `code` section). `named`: the
-    Python files the log names."""
+    Python files the log names (add_named, collected by the log's one scan)."""
     findings = [f for f in code["findings"] if f["cause"] in entries]
     if not ran(named, code.get("relpaths", ())):
         shown = ", ".join(sorted(named)[:3])

@@ -66,6 +66,7 @@ class _Tally:
         self.own_ops: dict[int, str] = {}  # rank -> operation of its own mismatch report (older releases)
         self.own_op_line: dict | None = None  # the first such report
         self.store_waits: list[store_wait.StoreWait] = []  # store waits that ran out, read key by key
+        self.named: set[str] | None = None  # the job's Python files the log names; collected only with --repo
 
     def add(self, ln: Line, sig: CompiledSignature) -> None:
         k = (sig.cause, sig.index)
@@ -110,6 +111,8 @@ def _scan_source(idx: int, src: Source, pre: Prefilter, matcher: Matcher, builde
                 progress(idx + 1, stats)
             for line_no, raw in pre.lines(first, block, state, lo, hi):
                 stats.candidates += 1
+                if tally.named is not None and b".py" in raw:  # a frame or torchrun's `x.py FAILED` (--repo)
+                    code_evidence.add_named(raw, tally.named)
                 text = raw.decode("utf-8", "replace")
                 if "\ufffd" in text:
                     stats.invalid_utf8 = True
@@ -246,12 +249,15 @@ def _score(tally: _Tally) -> dict[str, float]:
     return scores
 
 
-def _scan_all(sources, context: str | None, matcher: Matcher, errors: list[dict], progress=None):
+def _scan_all(sources, context: str | None, matcher: Matcher, errors: list[dict], progress=None,
+              named: bool = False):
     """Stream every source into events and a tally; conditions met by the logs or the description are applied.
-    Returns (builder, tally, stats, files, prefilter, differing rank values)."""
+    `named`: also collect the Python files the log names (tally.named; for --repo). Returns (builder, tally,
+    stats, files, prefilter, differing rank values)."""
     pre = Prefilter(matcher)
     builder = EventBuilder()
     tally = _Tally()
+    tally.named = set() if named else None
     stats = ScanStats()
     files = 0
     for idx, src in enumerate(sources):
@@ -282,8 +288,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     """Diagnose the sources; with `code` (code_evidence.check's findings on the job's code) weigh those too."""
     matcher = matcher_for(references_root)
     errors = errors if errors is not None else []
-    sources = list(sources) if code is not None else sources  # read again for the files the log names
-    builder, tally, stats, files, pre, differing = _scan_all(sources, context, matcher, errors, progress)
+    builder, tally, stats, files, pre, differing = _scan_all(sources, context, matcher, errors, progress,
+                                                             named=code is not None)
     seen = tally.conditions
     _add_rank_value_evidence(tally, matcher, differing)
     scores = _score(tally)
@@ -432,7 +438,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
     if code is not None:
         causes, verdict, code_section = code_evidence.weigh(
             causes, verdict, code, own_error, matcher.entries, lambda c: alternatives.roots_of(c, references_root),
-            code_evidence.named_files(sources))
+            tally.named)
     top = matcher.entries[causes[0]["id"]] if verdict == "confident" else None
     because = blame_awaited(found, causes[0]["id"] if causes else None)  # a lone timeout, read by its cause
     first_line = found.line
