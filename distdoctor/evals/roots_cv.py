@@ -9,7 +9,9 @@ Four readings of the usual roots behind a symptom cause, each scored over every 
   name it in theirs, for the causes the taxonomy gives a list;
 - `held_out_groups`: the same candidates, ordered by how often each was the label of a confident answer naming the
   symptom cause first, counted on the OTHER source repositories only (the scored case's group left out): the honest
-  estimate of ordering the lists from the train labels.
+  estimate of ordering the lists from the train labels;
+- `every_cause`: held_out_groups, plus a list for EVERY cause a confident answer names first: the labels behind it
+  on at least --min-count cases of the other repositories (would lists beyond the three symptom causes help?).
 
     python -m distdoctor.evals.roots_cv [--corpus DIR] [--json]
 """
@@ -50,6 +52,14 @@ def ordered_by_counts(candidates: Roots, counts: dict[str, Counter], tie: Roots)
             candidates.items()}
 
 
+def every_cause(counts: dict[str, Counter], symptom_lists: Roots, min_count: int) -> Roots:
+    """Lists for every cause a confident answer named first: the labels behind it at least `min_count` times on
+    the other repositories, most first; the symptom causes keep their own lists."""
+    out: Roots = {top: tuple(c for c, n in cnt.most_common() if n >= min_count) for top, cnt in counts.items()}
+    out.update(symptom_lists)
+    return {k: v for k, v in out.items() if v}
+
+
 def _diagnose_all(cases, roots_for) -> list[tuple[object, dict]]:
     """Every case diagnosed with its group out of retrieval and `roots_for(group)` as the lists."""
     from distdoctor.diagnose import alternatives
@@ -60,7 +70,7 @@ def _diagnose_all(cases, roots_for) -> list[tuple[object, dict]]:
     return list(diagnosed(cases, 0, fold_context=lists))
 
 
-def roots_cv(root: Path = CORPUS) -> dict:
+def roots_cv(root: Path = CORPUS, min_count: int = 2) -> dict:
     from distdoctor.diagnose.retrieval import use_corpus
     from distdoctor.knowledge import often_behind
 
@@ -70,11 +80,12 @@ def roots_cv(root: Path = CORPUS) -> dict:
     use_corpus(root)
     try:
         base = _diagnose_all(cases, lambda g: {})
-        # confident answers naming a symptom cause first whose label is another cause, per source repository
+        # confident answers naming a cause first whose label is another cause, per source repository (the symptom
+        # causes' for their lists; every cause's for `every_cause`)
         behind: dict[str, dict[str, Counter]] = {}
         for c, r in base:
             top = r["causes"][0]["id"] if r["causes"] else None
-            if r["verdict"] == "confident" and top in kb and c.cause != top:
+            if r["verdict"] == "confident" and top is not None and c.cause != top:
                 behind.setdefault(group_of(c.id), {}).setdefault(top, Counter())[c.cause] += 1
 
         def without(group: str) -> dict[str, Counter]:
@@ -88,7 +99,9 @@ def roots_cv(root: Path = CORPUS) -> dict:
         readings = {"none": base,
                     "taxonomy": _diagnose_all(cases, lambda g: committed),
                     "kb": _diagnose_all(cases, lambda g: kb),
-                    "held_out_groups": _diagnose_all(cases, lambda g: ordered_by_counts(kb, without(g), committed))}
+                    "held_out_groups": _diagnose_all(cases, lambda g: ordered_by_counts(kb, without(g), committed)),
+                    "every_cause": _diagnose_all(cases, lambda g: every_cause(without(g), ordered_by_counts(
+                        kb, without(g), committed), min_count))}
     finally:
         use_corpus(None)
     res: dict = {"lists": {"taxonomy": committed, "kb": kb}}
@@ -108,16 +121,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="roots_cv", description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=CORPUS, help="corpus folder (default evals/corpus/)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--min-count", type=int, default=2, metavar="N",
+                    help="every_cause: a label behind a top cause on at least N other-repository cases (default 2)")
     args = ap.parse_args(argv)
     if not args.corpus.is_dir() or not train_cases(str(args.corpus)):
         print(f"roots_cv: --corpus {args.corpus}: no train case in it", file=sys.stderr)
         return 2
-    res = roots_cv(args.corpus)
+    res = roots_cv(args.corpus, args.min_count)
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
     print(f"leave-one-repository-out, train split of {args.corpus}: top-3 with each reading of often_behind")
-    for name in ("none", "taxonomy", "kb", "held_out_groups"):
+    for name in ("none", "taxonomy", "kb", "held_out_groups", "every_cause"):
         a, c = res[name]["all"], res[name]["confident"]
         print(f"  {name:<16} all top-3 {a['top3']}/{a['n']}  confident top-3 {c['top3']}/{c['n']}  "
               f"confident with < 3 causes {res[name]['confident_under_3']}")
