@@ -57,9 +57,9 @@ def test_origin_and_summary():
     assert fs.origin([{"kind": "structural", "proves": "rank 0 ran ALLREDUCE while rank 1 ran BROADCAST"}]) \
         == "reader:collective_mismatch"
     assert fs.origin([{"kind": "signature", "proves": "x"}]) is None
-    rows = [{"level": "structural", "origin": "template:corpus", "confidence": "likely", "verdict": "confident",
-             "right": True}, {"level": "similar", "origin": None, "confidence": "likely", "verdict": "candidates",
-                              "right": False}, {"error": "x"}]
+    rows = [{"id": "a", "level": "structural", "origin": "template:corpus", "confidence": "likely", "verdict": "confident",
+             "right": True}, {"id": "b", "level": "similar", "origin": None, "confidence": "likely", "verdict": "candidates",
+                              "right": False}, {"id": "c", "error": "x"}]
     s = fs.summarize(rows)
     assert s["errors"] == 1 and s["table"]["origin=template:corpus"] == "1/1 (100%)"
     assert s["table"]["level=similar"] == "0/1 (0%)"

@@ -30,6 +30,24 @@ from pathlib import Path
 
 CORPUS = "evals/corpus"
 
+# Run in one interpreter per commit (the commit's code on PYTHONPATH): `distdoctor diagnose LOG --json` per log,
+# one JSON line per log on stdout (the index is loaded once, not per log).
+RUNNER = r"""
+import contextlib, io, json, sys
+from distdoctor.cli import main
+for log in sys.argv[1:]:
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buf):
+            try:
+                main(["diagnose", log, "--json"])
+            except SystemExit:
+                pass
+        print(json.dumps(json.loads(buf.getvalue())), flush=True)
+    except Exception as e:
+        print(json.dumps({"error": repr(e)[:300]}), flush=True)
+"""
+
 
 def git(repo: str, *args: str) -> str:
     return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True, text=True).stdout
@@ -149,13 +167,17 @@ def run_commit(repo: str, commit: str, python: str, work: Path) -> list[dict]:
             for suf in (".log", ".meta.yaml"):
                 (tree / CORPUS / f"{cid}{suf}").unlink(missing_ok=True)
         env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(work / f"cache-{short}")}
-        for c in cases:
-            p = subprocess.run([python, "-m", "distdoctor", "diagnose", str(logs / f"{c['id']}.log"), "--json"],
-                               cwd=tree, env=env, capture_output=True, text=True, timeout=300)
+        paths = [str(logs / f"{c['id']}.log") for c in cases]
+        p = subprocess.run([python, "-c", RUNNER, *paths], cwd=tree, env=env, capture_output=True, text=True,
+                           timeout=120 + 60 * len(cases))
+        reports = dict(zip(paths, p.stdout.splitlines()))
+        for c, path in zip(cases, paths):
             try:
-                rep = json.loads(p.stdout)
-            except json.JSONDecodeError:
-                out.append({**c, "commit": short, "error": (p.stderr or "")[-300:]})
+                rep = json.loads(reports[path])
+                if "error" in rep and "causes" not in rep:
+                    raise ValueError(rep["error"])
+            except (KeyError, ValueError) as e:
+                out.append({**c, "commit": short, "error": f"{e} {(p.stderr or '')[-300:]}"})
                 continue
             out.append({**record(c, rep), "commit": short})
     finally:
@@ -167,6 +189,7 @@ def run_commit(repo: str, commit: str, python: str, work: Path) -> list[dict]:
 
 def summarize(rows: list[dict]) -> dict:
     """Right/total per level, per structural origin, per level x confidence label."""
+    rows = list({(r.get("commit"), r.get("id")): r for r in rows}.values())  # a resumed run may repeat a case
     ok = [r for r in rows if "error" not in r]
     agg: dict[str, Counter] = defaultdict(Counter)
     for r in ok:
@@ -197,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(summarize(rows), indent=1))
         return 0
     commits = batch_commits(a.repo, a.rev)
+    if a.out and Path(a.out).exists():  # resume: skip the commits already recorded
+        done = {json.loads(x).get("commit") for x in Path(a.out).read_text().splitlines() if x.strip()}
+        commits = [c for c in commits if c[:7] not in done]
     if a.newest:
         commits = commits[-a.newest:]
     work = Path(tempfile.mkdtemp(prefix="first-seen-"))
