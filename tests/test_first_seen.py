@@ -53,13 +53,15 @@ def test_split_and_fields():
 def test_origin_and_summary():
     tmpl = "RuntimeError with the same message template as a known port_in_use failure ({}: 'Address')"
     assert fs.origin([{"kind": "structural", "proves": tmpl.format("corpus:x-1")}]) == "template:corpus"
+    assert fs.origin([{"kind": "structural", "proves": tmpl.format("https://github.com/o/r/issues/1")}]) \
+        == "template:corpus"
     assert fs.origin([{"kind": "structural", "proves": tmpl.format("references/a.md#port_in_use")}]) == "template:entry"
     assert fs.origin([{"kind": "structural", "proves": "rank 0 ran ALLREDUCE while rank 1 ran BROADCAST"}]) \
         == "reader:collective_mismatch"
     assert fs.origin([{"kind": "signature", "proves": "x"}]) is None
     rows = [{"id": "a", "level": "structural", "origin": "template:corpus", "confidence": "likely", "verdict": "confident",
              "right": True}, {"id": "b", "level": "similar", "origin": None, "confidence": "likely", "verdict": "candidates",
-                              "right": False}, {"id": "c", "error": "x"}]
+                              "right": False}, {"id": "c", "error": "x"}, {"id": "d", "verdict": None, "level": None}]
     s = fs.summarize(rows)
-    assert s["errors"] == 1 and s["table"]["origin=template:corpus"] == "1/1 (100%)"
+    assert s["errors"] == 1 and s["pre_levels_dropped"] == 1 and s["table"]["origin=template:corpus"] == "1/1 (100%)"
     assert s["table"]["level=similar"] == "0/1 (0%)"

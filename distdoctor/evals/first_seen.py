@@ -119,11 +119,11 @@ def origin(evidence: list[dict]) -> str | None:
         if (ev.get("level") or ev.get("kind")) != "structural" and ev.get("kind") != "structural":
             continue
         p = ev.get("proves") or ""
-        m = re.search(r"message template as a known \S+ failure \((\S+?):", p)
-        if m:
-            kinds.append("template:corpus" if m.group(1).startswith("corpus") else "template:entry")
+        m = re.search(r"message template as a known \S+ failure \((\S+?):? ", p)
+        if m:  # a knowledge-base entry is quoted by its references/ path, a corpus case by its source or corpus: id
+            kinds.append("template:entry" if m.group(1).startswith("references/") else "template:corpus")
         elif "message template" in p:
-            kinds.append("template:corpus" if "corpus" in p else "template:entry")
+            kinds.append("template:entry" if "references/" in p else "template:corpus")
         elif re.search(r"ranks? \d+ .*ran ", p):
             kinds.append("reader:collective_mismatch")
         elif "P2P" in p or "p2p" in p:
@@ -190,7 +190,12 @@ def run_commit(repo: str, commit: str, python: str, work: Path) -> list[dict]:
 def summarize(rows: list[dict]) -> dict:
     """Right/total per level, per structural origin, per level x confidence label."""
     rows = list({(r.get("commit"), r.get("id")): r for r in rows}.values())  # a resumed run may repeat a case
+    pre = [r for r in rows if "error" not in r and "verdict" in r and r["verdict"] is None]
+    rows = [r for r in rows if r not in pre]  # a commit whose JSON has no verdict or level predates the levels
     ok = [r for r in rows if "error" not in r]
+    for r in ok:  # origins are re-read from the recorded proofs (the reading may have improved since the run)
+        if r.get("level") == "structural" and r.get("proves"):
+            r["origin"] = origin([{"kind": "structural", "proves": p} for p in r["proves"]])
     agg: dict[str, Counter] = defaultdict(Counter)
     for r in ok:
         keys = [f"level={r['level']}", f"level={r['level']}|conf={r['confidence']}",
@@ -200,7 +205,7 @@ def summarize(rows: list[dict]) -> dict:
         for k in keys:
             agg[k]["n"] += 1
             agg[k]["right"] += int(r["right"])
-    return {"cases": len(rows), "errors": len(rows) - len(ok),
+    return {"cases": len(rows), "errors": len(rows) - len(ok), "pre_levels_dropped": len(pre),
             "table": {k: f"{v['right']}/{v['n']} ({100 * v['right'] // max(v['n'], 1)}%)"
                       for k, v in sorted(agg.items())}}
 
