@@ -16,8 +16,9 @@ Levels, strongest first:
   beside a log that shows only a symptom or candidates it names the mechanism, and makes a confident answer;
 - `typical`: nothing in the input; the knowledge base says this root usually lies behind the top cause, a
   symptom of others (references/taxonomy.yaml `often_behind`): an alternative to check, never a top cause.
-Only `signature` and `structural` make a confident answer (a top cause, its fix and patch). A cause resting
-on `symptom`, `similar`, `words`, `context` or `typical` is a candidate to confirm, shown with what to check.
+Only `signature` and `structural` make a confident answer (a top cause, its fix and patch), and `structural` only
+where it is more than a corpus case's message template (similar_log_only: that is a similar known log). A cause
+resting on `symptom`, `similar`, `words`, `context` or `typical` is a candidate to confirm, shown with what to check.
 """
 
 from __future__ import annotations
@@ -56,14 +57,25 @@ def order(evidence: list[dict]) -> int:
     return 2 if tier(evidence) else int(cause_level(evidence) == "symptom")
 
 
+def similar_log_only(cause: dict) -> bool:
+    """Whether a structural cause rests only on message templates shared with corpus cases (`known`:
+    corpus:<id>): a similar known log, found by a nearest-neighbour match, not knowledge about the failure. First
+    seen on train (evals/FIRST_SEEN.md) such answers were right 5 of 8 times, a signature's 259 of 291."""
+    structural = [ev for ev in cause.get("evidence", ()) if ev.get("level") == "structural"]
+    return (cause["level"] == "structural" and bool(structural)
+            and all(str(ev.get("known", "")).startswith("corpus:") for ev in structural))
+
+
 def verdict(causes: list[dict]) -> str:
-    """`confident` when the top cause rests on a confident level and no other cause ties it (same tier, same score:
-    the log reads alike for both, as NCCL's "unhandled system error" for an interface and an unreachable peer, and
-    cannot tell them apart); else `candidates`."""
+    """`confident` when the top cause rests on a confident level (not on a similar known log alone:
+    similar_log_only) and no other cause ties it (same tier, same score: the log reads alike for both, as NCCL's
+    "unhandled system error" for an interface and an unreachable peer, and cannot tell them apart); else
+    `candidates`. The order of the causes is the same either way."""
     if not causes:
         return "none"
     tied = len(causes) > 1 and causes[1]["level"] in CONFIDENT and causes[1]["score"] == causes[0]["score"]
-    return "confident" if causes[0]["level"] in CONFIDENT and not tied else "candidates"
+    confident = causes[0]["level"] in CONFIDENT and not similar_log_only(causes[0])
+    return "confident" if confident and not tied else "candidates"
 
 
 def needs_more(evidence_of: dict[str, list[dict]], scores: dict[str, float], first) -> bool:

@@ -570,6 +570,7 @@ def _structural_item(event: Event, f: structure.Failure, m) -> dict:
     """Evidence: the event's failure has the message template of a known failure m."""
     key = event.key_line()
     return {"file": key.file, "line": key.line, "text": key.text[:500], "rank": key.rank, "kind": "structural",
+            "known": m.doc_id,
             "proves": f"{f.exc_type} with the same message template as a known {m.cause} failure "
                       f"({m.where}: {m.text[:160]!r})"}
 
