@@ -135,8 +135,6 @@ def common_indent(head: bytes, lines: int = 200) -> str:
         lead = raw[:len(raw) - len(raw.lstrip(b" \t>"))]
         if len(lead) == len(raw):
             continue  # blank, or quote marks alone
-        if b">" not in lead:
-            lead = raw[:len(raw) - len(raw.lstrip(b" \t"))]
         indent = lead if indent is None else indent[:next((i for i, (a, b) in enumerate(zip(indent, lead)) if a != b),
                                                           min(len(indent), len(lead)))]
         if not indent:
