@@ -96,12 +96,15 @@ def roots_cv(root: Path = CORPUS, min_count: int = 2) -> dict:
                         total.setdefault(s, Counter()).update(cnt)
             return total
 
+        def every_cause_for(group: str) -> Roots:
+            counts = without(group)  # summed once per fold, for both lists
+            return every_cause(counts, ordered_by_counts(kb, counts, committed), min_count)
+
         readings = {"none": base,
                     "taxonomy": _diagnose_all(cases, lambda g: committed),
                     "kb": _diagnose_all(cases, lambda g: kb),
                     "held_out_groups": _diagnose_all(cases, lambda g: ordered_by_counts(kb, without(g), committed)),
-                    "every_cause": _diagnose_all(cases, lambda g: every_cause(without(g), ordered_by_counts(
-                        kb, without(g), committed), min_count))}
+                    "every_cause": _diagnose_all(cases, every_cause_for)}
     finally:
         use_corpus(None)
     res: dict = {"lists": {"taxonomy": committed, "kb": kb}}
