@@ -200,3 +200,34 @@ def test_bad_knowledge_base_is_an_input_error(tmp_path):
     assert r.returncode == 2 and b"a.md:3" in r.stderr and b"related" in r.stderr
     r = run("--references", str(tmp_path / "none"), "-", stdin=FAIL.encode())
     assert r.returncode == 2 and b"no reference entries" in r.stderr
+
+
+def test_compressed_logs_streamed_and_archives_refused(tmp_path):
+    """A log compressed with bzip2 or xz is read as it streams (file or stdin), like .gz; a zip, 7-Zip or zstd
+    file gets a one-line error saying what to run; random bytes with a few NULs are binary, not a log."""
+    import bz2
+    import lzma
+    import random
+
+    for name, data in (("rank1.log.bz2", bz2.compress(FAIL.encode())), ("rank1.log.xz", lzma.compress(FAIL.encode()))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        for r in (run(str(path), "--json"), run("-", "--json", stdin=data)):
+            out = json.loads(r.stdout)
+            assert r.returncode == 0 and out["first_failure"]["rank"] == 1
+            assert out["causes"][0]["id"] == "peer_died_first"
+    cut = tmp_path / "cut.log.xz"
+    cut.write_bytes(lzma.compress(FAIL.encode())[:40])
+    r = run(str(cut))
+    assert r.returncode == 2 and b"cut.log.xz: cannot read:" in r.stderr
+    noise = random.Random(0).randbytes(3000)
+    assert 0 < noise.count(0) <= 30  # NULs, but under the 1% a stray NUL in a log may reach
+    for name, data, why in (("logs.zip", b"PK\x03\x04" + b"\x00" * 60, b"logs.zip: a zip archive"),
+                            ("logs.7z", b"7z\xbc\xaf\x27\x1c" + b"\x00" * 60, b"logs.7z: a 7-Zip archive"),
+                            ("rank0.log.zst", b"\x28\xb5\x2f\xfd" + b"\x00" * 60, b"rank0.log.zst: zstd-compressed"),
+                            ("noise.log", noise, b"noise.log: binary file")):
+        path = tmp_path / name
+        path.write_bytes(data)
+        r = run(str(path))
+        assert r.returncode == 2 and why in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1

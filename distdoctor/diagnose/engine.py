@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import lzma
 import re
 import zlib
 from collections import defaultdict
@@ -266,7 +267,7 @@ def _scan_all(sources, context: str | None, matcher: Matcher, errors: list[dict]
             _scan_source(idx, src, pre, matcher, builder, tally, stats, progress)
         except InputError as exc:
             errors.append({"path": src.name, "error": str(exc), "explicit": src.explicit})
-        except (OSError, EOFError, zlib.error) as exc:  # unreadable file, bad or truncated .gz, permission denied
+        except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:  # unreadable file, bad or truncated .gz/.bz2/.xz, permission denied
             errors.append({"path": src.name, "error": f"{src.name}: cannot read: {exc}", "explicit": src.explicit})
         if progress is not None:
             progress(files, stats)

@@ -3,8 +3,10 @@ candidate lines with bounded memory, whatever the size or the length of a line."
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
+import lzma
 import os
 import sys
 from dataclasses import dataclass, field
@@ -42,14 +44,32 @@ class ScanStats:
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+# compressed streams the standard library reads as it goes, by their magic bytes
+_DECOMPRESS: tuple[tuple[bytes, Callable[[BinaryIO], BinaryIO]], ...] = (
+    (GZIP_MAGIC, lambda s: gzip.GzipFile(fileobj=s, mode="rb")),  # type: ignore[arg-type,return-value]
+    (b"BZh", lambda s: bz2.BZ2File(s, mode="rb")),  # type: ignore[arg-type,return-value]
+    (b"\xfd7zXZ\x00", lambda s: lzma.LZMAFile(s, mode="rb")),  # type: ignore[arg-type,return-value]
+)
+# containers it cannot stream here: what to run instead
+_UNREADABLE = (
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed: decompress it first (zstd -d FILE) or pipe it (zstd -dc FILE | ... -)"),
+    (b"PK\x03\x04", "a zip archive: unzip it and pass the folder"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive: extract it and pass the folder"),
+)
 
 
-def _maybe_gunzip(stream) -> BinaryIO:
-    """The stream itself, or a decompressing reader over it when it starts with gzip's magic; either one read
-    as UTF-8 when it is UTF-16 text (_maybe_utf16)."""
-    head = stream.peek(2)[:2] if hasattr(stream, "peek") else b""
-    if head == GZIP_MAGIC:
-        stream = gzip.GzipFile(fileobj=stream, mode="rb")
+def _maybe_decompress(stream, name: str = "<input>") -> BinaryIO:
+    """The stream itself, or a decompressing reader over it when it starts with the magic of gzip, bzip2 or xz;
+    either one read as UTF-8 when it is UTF-16 text (_maybe_utf16). An archive or zstd stream: InputError."""
+    head = stream.peek(6)[:6] if hasattr(stream, "peek") else b""
+    for magic, why in _UNREADABLE:
+        if head.startswith(magic):
+            stream.close()
+            raise InputError(f"{name}: {why}")
+    for magic, reader in _DECOMPRESS:
+        if head.startswith(magic) and (magic != b"BZh" or head[3:4].isdigit()):
+            stream = reader(stream)
+            break
     return _maybe_utf16(stream)
 
 
@@ -106,11 +126,11 @@ def _maybe_utf16(stream) -> BinaryIO:
 
 
 def _opener(path: Path) -> Callable[[], BinaryIO]:
-    return lambda: _maybe_gunzip(open(path, "rb"))
+    return lambda: _maybe_decompress(open(path, "rb"), str(path))
 
 
 def _stdin() -> BinaryIO:
-    return _maybe_gunzip(sys.stdin.buffer)
+    return _maybe_decompress(sys.stdin.buffer, "<stdin>")
 
 
 def expand(paths: list[str], errors: list[dict]) -> Iterator[Source]:
@@ -184,7 +204,7 @@ def spans(stream: BinaryIO, stats: ScanStats, name: str) -> Iterator[tuple[int, 
         if buf.find(b"\x00", carry, carry + n) >= 0:
             head = bytes(view[carry:carry + n])
             if first and _binary(head[:8192]):
-                raise InputError(f"{name}: binary file (NUL bytes in the first 8 KiB), not a log")
+                raise InputError(f"{name}: binary file (NUL bytes and non-text in the first 8 KiB), not a log")
             # a stray NUL is text's: torch's segfault handler writes its message's terminator ("...in worker.\n\0")
             # before the next line's rank prefix; dropped, the line reads as printed
             kept = head.replace(b"\x00", b"")
@@ -254,8 +274,18 @@ def _unpaste(chunk: bytes) -> bytes:
 
 
 def _binary(head: bytes) -> bool:
-    """NUL bytes in more than 1% of the input's first bytes: a binary file (a log has at most a stray one)."""
-    return head.count(b"\x00") > max(1, len(head) // 100)
+    """A binary file: NUL bytes in more than 1% of the input's first bytes, or NULs among bytes that are mostly not
+    text (control bytes, invalid UTF-8: a core dump, an image, random data). A log has at most a stray NUL."""
+    if head.count(b"\x00") > max(1, len(head) // 100):
+        return True
+    if not head.count(b"\x00"):
+        return False
+    text = head.decode("utf-8", errors="replace")
+    odd = sum(ch == "\ufffd" or (ch < " " and ch not in "\t\n\r\f\v\b\x1b") for ch in text)
+    return odd > len(text) * _NOT_TEXT
+
+
+_NOT_TEXT = 0.3  # share of a head's characters that are not text beyond which a file with NULs is binary
 
 
 class _LineCounter:
