@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="diagnose.py", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Find the first failure in distributed PyTorch logs and name its cause from the knowledge "
                     "base (references/). LOG: a file, a folder of per-rank logs (torchrun --log-dir, "
-                    "rank_N.log), '-' for standard input; plain or .gz; any size.")
+                    "rank_N.log), '-' for standard input; plain, .gz, .bz2 or .xz; any size.")
     ap.add_argument("logs", nargs="*", metavar="LOG")
     ap.add_argument("--context", help="what you ran or saw, in your words (extra evidence)")
     ap.add_argument("--json", action="store_true", help="print the machine-readable result")
