@@ -290,3 +290,30 @@ def often_behind(references_root: Path | str | None = None) -> dict[str, tuple[s
 def _often_behind_in(path: str | None) -> dict[str, tuple[str, ...]]:
     causes = load_taxonomy(Path(path)) if path is not None and Path(path).is_file() else {}
     return {c: tuple(v.get("often_behind") or ()) for c, v in causes.items() if isinstance(v, dict)}
+
+
+MIN_ANSWERED = 5  # logs an answer needs in its track record before the diagnosis quotes it
+
+
+def track_record(cause: str, verdict: str, references_root: Path | str | None = None) -> dict | None:
+    """How often answering `cause` first with `verdict` was right on corpus logs of repositories left out
+    (references/track_record.yaml, distdoctor.evals.track_record), or None with fewer than MIN_ANSWERED logs."""
+    root = Path(references_root) if references_root else paths.REFERENCES
+    data = _track_records_in(str(root / "track_record.yaml"))
+    rec = (data.get("causes") or {}).get(cause, {}).get(verdict)
+    if not rec or rec.get("answered", 0) < MIN_ANSWERED:
+        return None
+    return {"cause": cause, "verdict": verdict, "answered": rec["answered"], "right": rec["right"],
+            "instead": list(rec.get("instead") or [])[:3], "how": data.get("how", ""), "logs": data.get("logs"),
+            "measured": data.get("measured")}
+
+
+@lru_cache(maxsize=4)
+def _track_records_in(path: str) -> dict:
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        return {}
+    data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}

@@ -14,6 +14,7 @@ from distdoctor.diagnose import (alternatives, calibrate, code_evidence, env_rep
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, FRAME, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import blame_awaited, find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
+from distdoctor.knowledge import track_record
 from distdoctor.diagnose.prefixes import (NcclRanks, common_indent, message_rank, parse_timestamp, peel_prefix,
                                            rank_from_path, split_prefix, strip_ansi, torch_rank, torchrun_folder)
 from distdoctor.diagnose.rank_values import RankValues
@@ -482,6 +483,7 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                                 waits) if thin else None,
         "errors": [{"path": e["path"], "error": e["error"]} for e in errors],
         **({"code": code_section} if code_section is not None else {}),
+        **({"track_record": rec} if causes and (rec := track_record(causes[0]["id"], verdict, references_root)) else {}),
         "stats": {"files": files, "bytes": stats.bytes, "lines": stats.lines, "candidates": stats.candidates,
                   "cut_lines": stats.cut_lines, "invalid_utf8": stats.invalid_utf8, "engine": pre.engine,
                   "events": len(builder.events), "events_dropped": builder.dropped},

@@ -28,7 +28,17 @@ LEVEL_WORDS = {
 }
 
 
-def _candidates(out: list[str], causes: list[dict], has_failure: bool) -> None:
+def track_line(rec: dict | None) -> str | None:
+    """How often an answer like this one has been right (knowledge.track_record), in one line."""
+    if not rec:
+        return None
+    others = ", ".join(f"{o['id']} {o['n']}" for o in rec["instead"])
+    kind = "this top cause" if rec["verdict"] == "confident" else f"{rec['cause']} as the first candidate"
+    return (f"Track record: {rec['right']} of {rec['answered']} real logs answered with {kind} had it as their cause "
+            f"(train corpus, each repository left out)" + (f"; the others: {others}" if others else ""))
+
+
+def _candidates(out: list[str], causes: list[dict], has_failure: bool, rec: dict | None = None) -> None:
     """Causes that rest on retrieval or words only: to confirm, never a top cause with a fix."""
     out.append("")
     why = "no signature or known failure structure in the logs names a cause" if has_failure \
@@ -36,6 +46,8 @@ def _candidates(out: list[str], causes: list[dict], has_failure: bool) -> None:
     if causes and causes[0].get("level") == "symptom":
         why = "the logs' lines are ones several causes print; none names one"
     out.append(f"No confident cause ({why}). Candidates to confirm:")
+    if line := track_line(rec):
+        out.append(f"  ({line})")
     for c in causes[:5]:
         out.append(f"  - {c['id']} — {c['title']}  (rests on: {LEVEL_WORDS[c.get('level', 'words')]})")
         for e in c["evidence"][:2]:
@@ -133,7 +145,7 @@ def render(result: dict) -> str:
     if not causes:
         out.append("Cause: none of the knowledge base's signatures matched, and no known failure is like these logs.")
     elif result.get("verdict", "confident") != "confident":
-        _candidates(out, causes, bool(ff))
+        _candidates(out, causes, bool(ff), result.get("track_record"))
     else:
         top = causes[0]
         out.append("")
@@ -141,6 +153,8 @@ def render(result: dict) -> str:
         score = f"score {top['score']}; " if top["score"] or level != "code" else ""  # code alone: no log score
         out.append(f"Top cause: {top['id']} — {top['title']}  ({score}rests on: {LEVEL_WORDS[level]})")
         code = result.get("code") or {}
+        if line := track_line(result.get("track_record")):
+            out.append(f"  {line}")
         if code.get("over"):
             out.append(f"  (the log shows {code['over']}, a symptom or candidates only; the code shows this mechanism)")
         if not ff:

@@ -220,6 +220,7 @@ def render_markdown(results: list[CorpusResult], errors: list[str] | None = None
                    "What the answer's top cause rests on (its verdict and level, as the report prints them): how often "
                    "an answer of that kind was right, the calibration a reader of the report needs (a `candidates` "
                    "answer resting on a similar known log alone is a lead to confirm, not a finding).")
+    md += _track_check(results)
     misses = [r for r in results if not r.split.startswith("heldout") and not r.top1_ok]
     md += ["", "### Wrong top-1 outside the held-out split", ""]
     if misses:
@@ -232,6 +233,36 @@ def render_markdown(results: list[CorpusResult], errors: list[str] | None = None
     if errors:
         md += ["", "### Corpus cases refused by the loader", ""] + [f"- {e}" for e in errors]
     return "\n".join(md) + "\n"
+
+
+def track_check(results: list[CorpusResult]) -> dict[tuple[str, str], tuple[int, float, int]]:
+    """(split, verdict) -> (printed logs whose answer has a track record, right as the records expect, right):
+    do the records, measured on the train split (references/track_record.yaml), hold on the other splits?"""
+    from distdoctor.knowledge import track_record
+
+    out: dict[tuple[str, str], tuple[int, float, int]] = {}
+    for r in by_text(results)[0]:
+        rec = track_record(r.got, r.verdict) if r.got else None
+        if rec:
+            n, expected, right = out.get((r.split, r.verdict), (0, 0.0, 0))
+            out[(r.split, r.verdict)] = (n + 1, expected + rec["right"] / rec["answered"], right + r.top1_ok)
+    return out
+
+
+def _track_check(results: list[CorpusResult]) -> list[str]:
+    rows = track_check(results)
+    if not rows:
+        return []
+    md = ["", "### Track records against the splits (printed logs)", "",
+          "The diagnosis prints, beside its answer, how often that answer (cause named first, verdict) was right on "
+          "train logs of repositories left out (`references/track_record.yaml`, `python -m "
+          "distdoctor.evals.track_record`). Here: the answers that have a record, the right answers the records "
+          "expect (the sum of their rates) and the right answers found. Held out is the honest check; train is "
+          "diagnosed with every signature, so it beats its own records.", "",
+          "| split | verdict | answers with a record | right, expected | right, found |", "|---|---|---:|---:|---:|"]
+    for (split, verdict), (n, expected, right) in sorted(rows.items()):
+        md.append(f"| {split} | {verdict} | {n} | {expected:.1f} ({100 * expected / n:.1f}%) | {_frac(right, n)} |")
+    return md
 
 
 def _grouped(results: list[CorpusResult], title: str, column: str, key, note: str = "") -> list[str]:
