@@ -116,5 +116,6 @@ ROUND4 = [
 # Round-3 programs the doctor still gets wrong after its rules (docs/hang-generalization.md): kept out of CASES so
 # the closed loop stays a regression check; their expected answers stay as first written.
 OPEN = [c for c in ROUND3 if c.name in ("hang_rank_zero_only", "hang_time_budget", "hang_recv_wrong_peer")]
-CASES = BUILT_ON + GENERALIZATION + ROUND2 + [c for c in ROUND3 if c not in OPEN]
+CASES = BUILT_ON + GENERALIZATION + ROUND2 + [c for c in ROUND3 if c not in OPEN] + ROUND4
+ALL = BUILT_ON + GENERALIZATION + ROUND2 + ROUND3 + ROUND4  # every hang program, right or still open
 BY_NAME = {c.name: c for c in CASES}
