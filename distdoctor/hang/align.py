@@ -382,9 +382,12 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
         clause, in_clause, in_try = raised
         ev = base + [f"{_label(in_clause)} waits in {in_clause.op} inside `{clause.header}` at "
                      f"{short(clause.file)}:{clause.line}, the clean-up of a try whose body {_label(in_try)} is "
-                     f"still in: {_label(in_clause)} left that body (it raised there; the error waits behind this "
-                     "collective) and runs a collective the other ranks do not reach"]
-        v.causes = [Cause("rank_conditional_collective", 0.8, ev), Cause("peer_died_first", 0.4, ev)]
+                     f"still in: {_label(in_clause)} left that body "
+                     + ("(it raised there" if clause.kind == "except" else "(it raised there, or ran out of work "
+                        "first") + "; an error waits behind this collective, unseen) and runs a collective the "
+                     "other ranks do not reach: a clean-up clause must hold no collective"]
+        v.causes = [Cause("rank_conditional_collective", 0.8 if clause.kind == "except" else 0.7, ev),
+                    Cause("dataloader_uneven", 0.45, ev), Cause("peer_died_first", 0.4, ev)]
         v.location = _location(clause.file, clause.line, "the clean-up clause a rank that raised waits in")
     elif guard is not None:
         where = f"`{guard.header}` at {short(guard.file)}:{guard.line} ({'its body' if guard.branch != 'else' else 'its else branch'})" \
