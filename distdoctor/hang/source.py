@@ -121,7 +121,8 @@ def swallowing_handlers(file: str | None, line: int | None, ignore: tuple[str, .
         return ()
     return tuple(Block("except", file, s["line"], s["header"], False, "exit") for s in spans
                  if s["kind"] == "except" and s.get("tried") and s["tried"][0] <= line <= s["tried"][1]
-                 and s.get("exits") != "raise" and _own(spans, s, line) and not set(s.get("catches") or ()) & set(ignore))
+                 and s.get("exits") != "raise" and _own(spans, s, line)
+                 and not set(s.get("catches") or ()) & set(ignore))
 
 
 def _directly_in_loop(file: str | None, loop_line: int | None) -> list[dict]:
