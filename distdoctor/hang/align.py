@@ -7,7 +7,9 @@ Rules, in order:
 2. some ranks wait in a collective while others are in no collective (user code, I/O, data loading, their own
    code called back from inside a collective such as an object's pickling): the latter are stragglers —
    logger_init_all_ranks when they are inside a logger's set-up, checkpoint_all_ranks inside a save,
-   collective_timeout otherwise (at the `while` it polls in, when its frame is directly in one);
+   collective_timeout otherwise (at the `while` it polls in, when its frame is directly in one; at the
+   `X.acquire()` of a lock it waits for that a thread now gone never released); an interactive console
+   (code.interact, IPython embed) counts as a debugger stop;
 3. ranks wait at different (operation, call site; a rank in new_group waits too): the minority is odd; the
    user's source around its frames says why — a branch on the rank (rank_conditional_collective, or
    checkpoint_all_ranks when the guarded call saves), a branch on data whose sides call different collectives,
@@ -15,7 +17,10 @@ Rules, in order:
    (rank_conditional_collective), a branch inside that loop only some ranks entered (rank_conditional_collective),
    a loop the others have left or not yet left (dataloader_uneven; at its `if ...: break` when it has one), a
    `with` some ranks are still entering while another waits inside it, an early exit, swallowing except clause
-   or `if` around the waiting ranks' collective in a function the others have left;
+   or `if` around the waiting ranks' collective in a function the others have left; a collective in an except or
+   finally clause while another rank is in its try body (the rank raised); a non-re-raising handler on the
+   looping ranks' call path; the assignment a `while` test reads (each rank leaves on its own value); a loop the
+   odd rank has not reached yet is no cause;
 4. every rank in init_process_group: the start-up phase and the arguments the ranks passed (init_wait);
 5. every rank at the same call site: the Flight Recorder traces name the first collective whose operation,
    sizes or dtypes differ, or a rank that never got there.
