@@ -18,8 +18,9 @@ from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang.frames import fill
 from distdoctor.hang.model import HostSnapshot
 from distdoctor.hang.programs import BY_NAME, CASES
-from distdoctor.hang.source import (debug_call, enclosing, exit_guards, in_function_of, loop_exits,
-                                    skipping_handlers, swallowing_handlers, with_bodies)
+from distdoctor.hang.source import (cleanup_clauses, debug_call, enclosing, exit_guards, in_function_of, locks_at,
+                                    loop_exits, loop_test_sets, skipping_handlers, swallowing_handlers,
+                                    unreleased_acquires, with_bodies)
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "hang"
@@ -240,6 +241,49 @@ def test_source_reading_finds_loop_exit_tests_and_with_bodies(tmp_path):
     assert [(b.kind, b.line, b.header) for b in with_bodies(str(src), 11)] == [("with", 10, "with main_first(rank):")]
     assert with_bodies(str(src), 10) == () and with_bodies(str(src), 13) == ()  # its header; a nested def
     assert all(b.kind != "with" for b in enclosing(str(src), 11))  # with blocks stay out of the branch rules
+
+
+def test_source_reading_finds_cleanup_clauses_loop_tests_locks_and_consoles(tmp_path):
+    src = tmp_path / "train.py"
+    src.write_text("import code\n"                              # 1
+                   "def main(rank):\n"                          # 2
+                   "    try:\n"                                 # 3
+                   "        train(rank)\n"                      # 4
+                   "    finally:\n"                             # 5  a clean-up clause
+                   "        barrier()\n"                        # 6
+                   "    done = False\n"                         # 7
+                   "    while not done:\n"                      # 8
+                   "        x, done = step(), check()\n"        # 9  binds what the test reads
+                   "        y = x + 1\n"                        # 10
+                   "    while True:\n"                          # 11
+                   "        done = True\n"                      # 12 a constant test: no per-rank value
+                   "    code.interact(local=locals())\n"        # 13 an interactive console
+                   "def work(lock, path):\n"                   # 14
+                   "    lock.acquire()\n"                       # 15 released in no finally
+                   "    read(path)\n"
+                   "    lock.release()\n"
+                   "def safe(lock):\n"                         # 18
+                   "    lock.acquire()\n"                       # 19 released in a finally
+                   "    try:\n"
+                   "        read(1)\n"                          # 21
+                   "    except StopIteration:\n"                # 22 the end of the data
+                   "        pass\n"
+                   "    finally:\n"
+                   "        lock.release()\n"
+                   "def loop(lock):\n"                         # 26
+                   "    with lock:\n"                           # 27
+                   "        pass\n")
+    assert [(b.kind, b.line, b.header, tried) for b, tried in cleanup_clauses(str(src), 6)] == \
+        [("finally", 5, "finally:", (4, 4))]
+    assert cleanup_clauses(str(src), 4) == () and cleanup_clauses(str(src), 9) == ()
+    assert [(b.line, b.header) for b in loop_test_sets(str(src), 8)] == [(9, "x, done = step(), check()")]
+    assert loop_test_sets(str(src), 11) == () and loop_test_sets(str(src), 99) == ()
+    assert debug_call(str(src), 13).line == 13
+    assert locks_at(str(src), 27) == ("lock",) and locks_at(str(src), 15) == ("lock",) and locks_at(str(src), 16) == ()
+    assert [b.line for b in unreleased_acquires(str(src), "lock")] == [15]
+    assert [b.line for b in swallowing_handlers(str(src), 21)] == [22]
+    assert swallowing_handlers(str(src), 21, ignore=("StopIteration",)) == ()
+    assert all(b.kind in ("if", "for", "while", "def") for b in enclosing(str(src), 6))
 
 
 def test_user_code_called_back_inside_a_collective_is_user_code():

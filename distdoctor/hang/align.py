@@ -7,7 +7,9 @@ Rules, in order:
 2. some ranks wait in a collective while others are in no collective (user code, I/O, data loading, their own
    code called back from inside a collective such as an object's pickling): the latter are stragglers —
    logger_init_all_ranks when they are inside a logger's set-up, checkpoint_all_ranks inside a save,
-   collective_timeout otherwise (at the `while` it polls in, when its frame is directly in one);
+   collective_timeout otherwise (at the `while` it polls in, when its frame is directly in one; at the
+   `X.acquire()` of a lock it waits for that a thread now gone never released); an interactive console
+   (code.interact, IPython embed) counts as a debugger stop;
 3. ranks wait at different (operation, call site; a rank in new_group waits too): the minority is odd; the
    user's source around its frames says why — a branch on the rank (rank_conditional_collective, or
    checkpoint_all_ranks when the guarded call saves), a branch on data whose sides call different collectives,
@@ -15,7 +17,10 @@ Rules, in order:
    (rank_conditional_collective), a branch inside that loop only some ranks entered (rank_conditional_collective),
    a loop the others have left or not yet left (dataloader_uneven; at its `if ...: break` when it has one), a
    `with` some ranks are still entering while another waits inside it, an early exit, swallowing except clause
-   or `if` around the waiting ranks' collective in a function the others have left;
+   or `if` around the waiting ranks' collective in a function the others have left; a collective in an except or
+   finally clause while another rank is in its try body (the rank raised); a non-re-raising handler on the
+   looping ranks' call path; the assignment a `while` test reads (each rank leaves on its own value); a loop the
+   odd rank has not reached yet is no cause;
 4. every rank in init_process_group: the start-up phase and the arguments the ranks passed (init_wait);
 5. every rank at the same call site: the Flight Recorder traces name the first collective whose operation,
    sizes or dtypes differ, or a rank that never got there.
@@ -31,13 +36,15 @@ from distdoctor.hang import flight_recorder as fr
 from distdoctor.hang import init_wait
 from distdoctor.hang.frames import GROUP_OPS, called_back, short
 from distdoctor.hang.model import GONE, INIT, USER, WAITING, Frame, HostSnapshot, RankSnapshot
-from distdoctor.hang.source import (Block, debug_call, enclosing, exit_guards, in_function_of, line_text,
-                                    loop_exits, skipping_handlers, swallowing_handlers, with_bodies)
+from distdoctor.hang.source import (Block, cleanup_clauses, debug_call, enclosing, exit_guards, in_function_of,
+                                    line_text, locks_at, loop_exits, loop_test_sets, skipping_handlers,
+                                    swallowing_handlers, unreleased_acquires, with_bodies)
 
 SAVE_LIKE = re.compile(r"save|checkpoint|state_dict|consolidate|serializ", re.IGNORECASE)
 LOGGER_LIKE = re.compile(r"logger|wandb|mlflow|tensorboard|summarywriter|neptune|comet|clearml|aim_run|"
                          r"(^|\.)init_log|setup_log", re.IGNORECASE)
-DEBUGGER = re.compile(r"(^|/)(pdb|bdb|ipdb|pudb|debugpy|pydevd)[^/]*(\.py|/)")  # a debugger's own files
+DEBUGGER = re.compile(r"(^|/)(pdb|bdb|ipdb|pudb|debugpy|pydevd)[^/]*(\.py|/)"  # a debugger's own files
+                      r"|/lib/python3\.\d+/code\.py$|/IPython/terminal/embed\.py$")  # an interactive console
 
 
 @dataclass
@@ -157,6 +164,61 @@ def _skipped(odd: RankSnapshot, others: list[RankSnapshot]) -> tuple[Block, Rank
     return None
 
 
+def _raised_into(odd: RankSnapshot, others: list[RankSnapshot]) -> tuple[Block, RankSnapshot, RankSnapshot] | None:
+    """A rank waiting in a collective inside an except or finally clause (`finally: dist.barrier()`) while another
+    rank is still in that clause's try body: the first rank left the try body (it raised there, its error held back
+    by the clean-up) and runs a collective the others never reach. Returns (the clause, the rank in it, a rank in
+    its try body)."""
+    for inside, other in [(odd, o) for o in others[:1]] + [(o, odd) for o in others[:1]]:
+        for f in inside.path:
+            for clause, (lo, hi) in cleanup_clauses(f.file, f.line):
+                if any(g.file == f.file and lo <= g.line <= hi and in_function_of(f.file, f.line, g.line)
+                       for g in other.path):
+                    return clause, inside, other
+    return None
+
+
+def _swallowed_below(loop: Block, inside: RankSnapshot) -> Block | None:
+    """An except clause that does not re-raise around the call path of a rank inside `loop`, from its frame in the
+    loop down (a step wrapper's `except Exception: return False`): a rank that raised there skipped that pass's
+    collective and went on. Handlers of StopIteration (the end of the data) do not count."""
+    at = next((i for i, f in enumerate(inside.path) if f.file == loop.file and f.line > loop.line
+               and in_function_of(loop.file, loop.line, f.line)), None)
+    if at is None:
+        return None
+    for f in inside.path[at:]:
+        found = swallowing_handlers(f.file, f.line, ignore=("StopIteration", "StopAsyncIteration"))
+        if found:
+            return found[-1]
+    return None
+
+
+def _not_reached(loop: Block, r: RankSnapshot) -> bool:
+    """Whether rank r is above `loop` in the loop's own function (it has not got to the loop yet: its place there
+    is no count of the loop's passes)."""
+    return any(f.file == loop.file and f.line < loop.line and in_function_of(loop.file, loop.line, f.line)
+               for f in r.path)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (one of them may be relative to the job's folder, as in a saved snapshot)."""
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def _dead_holder(r: RankSnapshot) -> Block | None:
+    """For a rank blocked on a lock (futex) at a `with X:` or `X.acquire()` line: an `X.acquire()` elsewhere in its
+    file, in a function that releases X in no `finally:` and in which none of the rank's live threads is: a thread
+    took the lock there and ended (an exception) before its release."""
+    if not r.waits_futex or not r.file:
+        return None
+    live = [t for t in r.threads if _same_file(str(t.get("file")), r.file)]
+    for lock in locks_at(r.file, r.line):
+        for acq in unreleased_acquires(r.file, lock):
+            if acq.line != r.line and not any(in_function_of(r.file, acq.line, t.get("line")) for t in live):
+                return acq
+    return None
+
+
 def _entering(odd: RankSnapshot, others: list[RankSnapshot]) -> tuple[Block, RankSnapshot, RankSnapshot] | None:
     """A `with` that some ranks are still entering (their path runs through its header line: they wait in the
     context manager's __enter__, `main_process_first`'s barrier) while another rank is inside its body, waiting
@@ -259,12 +321,19 @@ def _stragglers(waiting: list[RankSnapshot], late: list[RankSnapshot], v: Verdic
             ev.append(f"its DataLoader worker (pid {w.get('pid')}) is in the dataset's code: "
                       f"{short(w.get('file'))}:{w.get('line')} in {w.get('function')}")
         poll = _polling_loop(r)
+        holder = _dead_holder(r) if not w else None
+        if holder is not None:
+            ev.append(f"the lock it waits for is taken at {short(holder.file)}:{holder.line} `{holder.header}`, in a "
+                      "function that releases it in no `finally:`, and no thread of this rank is there now: the "
+                      "thread that took it ended (an exception) without releasing it")
         if poll is not None and not w:
             ev.append(f"it is in `{poll.header}` at {short(poll.file)}:{poll.line}, at line {r.line}: a loop whose "
                       "condition has not become false (a file, flag or value another process was to provide)")
         v.causes = [Cause("collective_timeout", 0.8, ev)]
         v.location = _location(w.get("file"), w.get("line"), f"where rank {r.rank}'s DataLoader worker is") \
-            if w else _location(poll.file, poll.line, "the loop the straggler does not leave") if poll else \
+            if w else _location(holder.file, holder.line, "where a thread that is gone took the lock this rank "
+                                "waits for") if holder else \
+            _location(poll.file, poll.line, "the loop the straggler does not leave") if poll else \
             _location(r.file, r.line, "the straggler's own frame")
     v.odd_ranks = sorted(x.rank for x in late if x.rank is not None)
     v.summary = f"{', '.join(_label(x) for x in late)} never reached the collective the others wait in" + \
@@ -294,10 +363,18 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
     if loop is None:  # the others may still be in a loop this rank has left
         for o in others[:1]:
             loop, inside = next((b for _, b in _unique_blocks(o, odd) if b.kind in ("for", "while")), None), o
+        if loop is not None and _not_reached(loop, r):  # ...or not yet reached: their passes are no cause
+            loop = None
+    raised = _raised_into(r, others) if guard is None else None
+    if raised is not None:
+        loop = None
     # an except clause in that loop that `continue`s above the collective: a rank that raised there skipped it
     skip = next(iter(skipping_handlers(loop.file, loop.line, next((f.line for f in inside.path if f.file ==
                                                                      loop.file and f.line > loop.line), None))),
                 None) if loop is not None and guard is None else None
+    swallowed = skip is None and loop is not None and guard is None
+    if swallowed:  # or a handler that does not re-raise around the call path to the collective, further in
+        skip = _swallowed_below(loop, inside)
     # a branch inside that loop that only some ranks entered (`if should_log(step):` whose test calls a helper):
     # their extra collective there pairs with the others' next one
     entered = next((b for g, o in ((r, others), (others[0], odd)) if g is not None and o
@@ -306,7 +383,18 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
         if loop is not None and guard is None and others else None
     if guard is None and skip is None and entered is not None:
         guard = Block(entered.kind, entered.file, entered.line, entered.header, entered.on_rank, "entered")
-    if guard is not None:
+    if guard is None and raised is not None:
+        clause, in_clause, in_try = raised
+        ev = base + [f"{_label(in_clause)} waits in {in_clause.op} inside `{clause.header}` at "
+                     f"{short(clause.file)}:{clause.line}, the clean-up of a try whose body {_label(in_try)} is "
+                     f"still in: {_label(in_clause)} left that body "
+                     + ("(it raised there" if clause.kind == "except" else "(it raised there, or ran out of work "
+                        "first") + "; an error waits behind this collective, unseen) and runs a collective the "
+                     "other ranks do not reach: a clean-up clause must hold no collective"]
+        v.causes = [Cause("rank_conditional_collective", 0.8 if clause.kind == "except" else 0.7, ev),
+                    Cause("dataloader_uneven", 0.45, ev), Cause("peer_died_first", 0.4, ev)]
+        v.location = _location(clause.file, clause.line, "the clean-up clause a rank that raised waits in")
+    elif guard is not None:
         where = f"`{guard.header}` at {short(guard.file)}:{guard.line} ({'its body' if guard.branch != 'else' else 'its else branch'})" \
             if guard.kind == "if" else f"`{guard.header}` at {short(guard.file)}:{guard.line}"
         ev = base + [f"{_label(r)} got there through {where}; the other ranks did not"]
@@ -342,8 +430,11 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
     elif skip is not None:
         ev = base + [f"`{loop.header}` at {short(loop.file)}:{loop.line}: the ranks are at different passes of this "
                      "loop (collectives pair by order)",
-                     f"`{skip.header}` at {short(skip.file)}:{skip.line} ends in `continue`: a rank that raised there "
-                     "skipped the rest of that pass and its collective, and is one collective ahead of the others"]
+                     f"`{skip.header}` at {short(skip.file)}:{skip.line} "
+                     + ("catches errors raised on the way to the collective and goes on without re-raising"
+                        if swallowed else "ends in `continue`")
+                     + ": a rank that raised there skipped that pass's collective, and is one collective ahead of "
+                       "the others"]
         v.causes = [Cause("rank_conditional_collective", 0.8, ev), Cause("dataloader_uneven", 0.4, base + ev[1:2])]
         v.location = _location(skip.file, skip.line, "the except clause that skips the collective on a rank "
                                                      "that raised")
@@ -355,6 +446,13 @@ def _diverged(groups: dict[tuple, list[RankSnapshot]], v: Verdict) -> None:
         v.causes = [Cause("dataloader_uneven", 0.85, ev), Cause("rank_conditional_collective", 0.4, base)]
         v.location = _location(loop.file, loop.line, "the loop the ranks ran a different number of times")
         stop = next(iter(loop_exits(loop.file, loop.line)), None)
+        sets = loop_test_sets(loop.file, loop.line)
+        if stop is None and sets:  # `while not converged:`, `converged` computed by each rank from its own values
+            ev.append(f"its test `{loop.header}` reads what `{sets[-1].header}` at {short(sets[-1].file)}:"
+                      f"{sets[-1].line} computes on each rank from that rank's own values: the ranks leave the loop "
+                      "after different numbers of passes, and the collective in it runs on some ranks only")
+            v.causes = [Cause("rank_conditional_collective", 0.85, ev), Cause("dataloader_uneven", 0.5, ev[:3])]
+            v.location = _location(sets[-1].file, sets[-1].line, "the per-rank value the loop's test reads")
         if stop is not None:  # the per-rank test that let some ranks leave the loop first
             ev.append(f"`{stop.header}` at {short(stop.file)}:{stop.line} breaks out of the loop on a test each rank "
                       "makes on its own (a step limit, a time budget): it held on some ranks before the others")

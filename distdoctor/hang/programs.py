@@ -98,8 +98,24 @@ ROUND3 = [
     HangCase("hang_main_first_ctx", 3, (0,), "rank_conditional_collective", "with main_process_first(rank):"),
     HangCase("hang_generator_break", 3, (0,), "dataloader_uneven", "if step >= max_steps:"),
 ]
+# A fourth round (helper hangs4, 2026-12-02): loaders, step wrappers, clean-up clauses, DDP accumulation, node-local
+# files, per-rank convergence tests, an interactive console and a lock left by a dead thread. Expected answers
+# committed before the doctor first saw these programs; docs/hang-generalization.md, round 4, keeps its first answers.
+ROUND4 = [
+    HangCase("hang_loader_drop_last", 3, (0,), "dataloader_uneven", "for (x,) in loader:"),
+    HangCase("hang_step_wrapper_swallow", 3, (1,), "rank_conditional_collective", "except Exception:"),
+    HangCase("hang_finally_barrier", 3, (1,), "rank_conditional_collective", "finally:"),
+    HangCase("hang_no_sync_accum", 2, (0,), "dataloader_uneven", "for i, x in enumerate(micro_batches):"),
+    HangCase("hang_resume_broadcast_object", 3, (2,), "rank_conditional_collective", "if os.path.exists(path):"),
+    HangCase("hang_local_convergence", 3, (2,), "rank_conditional_collective", "converged = abs(new - value) < TOL"),
+    HangCase("hang_console_on_nan", 2, (0,), "debugger_on_one_rank",
+             'code.interact(banner=f"step {step}: loss {loss}; inspect and Ctrl-D to go on", local=locals())',
+             stdin_open=True),
+    HangCase("hang_dead_thread_lock", 2, (1,), "collective_timeout", "stats_lock.acquire()"),
+]
 # Round-3 programs the doctor still gets wrong after its rules (docs/hang-generalization.md): kept out of CASES so
 # the closed loop stays a regression check; their expected answers stay as first written.
 OPEN = [c for c in ROUND3 if c.name in ("hang_rank_zero_only", "hang_time_budget", "hang_recv_wrong_peer")]
-CASES = BUILT_ON + GENERALIZATION + ROUND2 + [c for c in ROUND3 if c not in OPEN]
+CASES = BUILT_ON + GENERALIZATION + ROUND2 + [c for c in ROUND3 if c not in OPEN] + ROUND4
+ALL = BUILT_ON + GENERALIZATION + ROUND2 + ROUND3 + ROUND4  # every hang program, right or still open
 BY_NAME = {c.name: c for c in CASES}

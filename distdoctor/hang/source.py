@@ -33,7 +33,7 @@ class Block:
         return self.file, self.line
 
 
-SCAN_VERSION = 5  # bump when source_scan records more: older cache entries are then read again
+SCAN_VERSION = 6  # bump when source_scan records more: older cache entries are then read again
 
 
 def _cache_dir() -> Path:
@@ -71,7 +71,7 @@ def enclosing(file: str | None, line: int | None) -> tuple[Block, ...]:
     if not spans:
         return ()
     out = []
-    around = (s for s in spans if s["start"] <= line <= s["end"] and s["kind"] not in ("debug", "except", "with"))
+    around = (s for s in spans if s["start"] <= line <= s["end"] and s["kind"] in ("if", "for", "while", "def"))
     for s in sorted(around, key=lambda s: (s["start"], -s["end"])):
         branch = ("body" if s["body"][0] <= line <= s["body"][1] else "else") if s["kind"] == "if" else ""
         out.append(Block(s["kind"], file, s["line"], s["header"], s["on_rank"], branch, bool(s.get("forever"))))
@@ -112,15 +112,17 @@ def in_function_of(file: str | None, line: int | None, other: int | None) -> boo
     return start <= other <= end and _function_start(spans, other) == start
 
 
-def swallowing_handlers(file: str | None, line: int | None) -> tuple[Block, ...]:
+def swallowing_handlers(file: str | None, line: int | None, ignore: tuple[str, ...] = ()) -> tuple[Block, ...]:
     """The except clauses of the innermost function around file:line whose try body holds the line and that do
-    not re-raise: a rank that raised in that body went on past the try, without the line's call."""
+    not re-raise: a rank that raised in that body went on past the try, without the line's call. ignore: names
+    of exceptions whose handlers do not count (StopIteration: the end of the data, not an error)."""
     spans = _spans(file) if file and line else None
     if not spans:
         return ()
     return tuple(Block("except", file, s["line"], s["header"], False, "exit") for s in spans
                  if s["kind"] == "except" and s.get("tried") and s["tried"][0] <= line <= s["tried"][1]
-                 and s.get("exits") != "raise" and _own(spans, s, line))
+                 and s.get("exits") != "raise" and _own(spans, s, line)
+                 and not set(s.get("catches") or ()) & set(ignore))
 
 
 def _directly_in_loop(file: str | None, loop_line: int | None) -> list[dict]:
@@ -159,6 +161,54 @@ def with_bodies(file: str | None, line: int | None) -> tuple[Block, ...]:
         return ()
     return tuple(Block("with", file, s["line"], s["header"], s["on_rank"], "body") for s in spans
                  if s["kind"] == "with" and s["body"][0] <= line <= s["body"][1] and _own(spans, s, line))
+
+
+def cleanup_clauses(file: str | None, line: int | None) -> tuple[tuple[Block, tuple[int, int]], ...]:
+    """The except and finally clauses of the innermost function around file:line whose body holds the line, each with
+    the lines of the try body it belongs to: a rank at the line has left that try body (it raised, or finished)."""
+    spans = _spans(file) if file and line else None
+    if not spans:
+        return ()
+    return tuple((Block(s["kind"], file, s["line"], s["header"], False, "body"), tuple(s["tried"])) for s in spans
+                 if s["kind"] in ("except", "finally") and s.get("tried") and s["body"][0] <= line <= s["body"][1]
+                 and _own(spans, s, line))
+
+
+def loop_test_sets(file: str | None, loop_line: int | None) -> tuple[Block, ...]:
+    """The assignments directly in the `while` (with a condition) whose header is at loop_line that bind a name its
+    test reads (`converged = abs(delta) < tol` under `while not converged:`): the value each rank leaves the loop
+    on, computed by that rank."""
+    spans = _spans(file) if file and loop_line else None
+    loop = next((s for s in spans if s["kind"] == "while" and s["line"] == loop_line), None) if spans else None
+    if loop is None or loop.get("forever"):
+        return ()
+    reads = set(loop.get("reads") or ())
+    return tuple(Block("assign", file, s["line"], s["header"]) for s in _directly_in_loop(file, loop_line)
+                 if s["kind"] == "assign" and reads & set(s.get("names") or ()))
+
+
+def locks_at(file: str | None, line: int | None) -> tuple[str, ...]:
+    """The locks taken at file:line: the items of a `with` whose header is there, the X of an `X.acquire()` call."""
+    spans = _spans(file) if file and line else None
+    if not spans:
+        return ()
+    return tuple(i for s in spans if s["kind"] == "with" and s["line"] == line for i in s.get("items") or ()) + \
+        tuple(s["lock"] for s in spans if s["kind"] == "acquire" and s["line"] == line)
+
+
+def unreleased_acquires(file: str | None, lock: str) -> tuple[Block, ...]:
+    """The `lock.acquire()` calls of a file in functions that release the lock in no `finally:` (and in no `with`):
+    an exception between the acquire and the release leaves the lock held by a thread that is gone."""
+    spans = _spans(file) if file else None
+    if not spans:
+        return ()
+    finals = [s for s in spans if s["kind"] == "finally"]
+
+    def safe(acq: dict) -> bool:
+        return any(s["kind"] == "release" and s["lock"] == lock and _own(spans, s, acq["line"])
+                   and any(f["body"][0] <= s["line"] <= f["body"][1] for f in finals) for s in spans)
+    return tuple(Block("acquire", file, s["line"], s["header"]) for s in spans
+                 if s["kind"] == "acquire" and s["lock"] == lock and not safe(s))
 
 
 def debug_call(file: str | None, line: int | None) -> Block | None:

@@ -16,6 +16,8 @@ RANK_DECORATOR = re.compile(r"rank_?zero|main_process|master_only|rank0|on_rank_
 
 
 DEBUG_CALLS = {"breakpoint", "set_trace", "post_mortem"}
+CONSOLE_CALLS = {("code", "interact"), ("IPython", "embed")}  # an interactive console opened to inspect a step
+LOCK_CALLS = ("acquire", "release")
 
 
 def _exits(body: cst.BaseSuite) -> str:
@@ -79,7 +81,13 @@ class _Spans(cst.CSTVisitor):
         func = node.func
         name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) \
             else ""
-        if name in DEBUG_CALLS:
+        base = func.value.value if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else ""
+        if name in LOCK_CALLS and isinstance(func, cst.Attribute):
+            line = self._lines(node)[0]
+            self.spans.append({"kind": name, "start": line, "end": line, "line": line,
+                               "header": self.module.code_for_node(node), "on_rank": False,
+                               "lock": self.module.code_for_node(func.value)})
+        if name in DEBUG_CALLS or (base, name) in CONSOLE_CALLS:
             line = self._lines(node)[0]
             self.spans.append({"kind": "debug", "start": line, "end": line, "line": line,
                                "header": self.module.code_for_node(node), "on_rank": False})
@@ -93,6 +101,7 @@ class _Spans(cst.CSTVisitor):
         test = node.test
         self.spans[-1]["forever"] = (isinstance(test, cst.Name) and test.value == "True") or \
             (isinstance(test, cst.Integer) and test.evaluated_value != 0)
+        self.spans[-1]["reads"] = sorted(set(_names(test)))
 
     def visit_Try(self, node: cst.Try) -> None:
         """Each except clause (kind "except"): its header, the lines of the try body it guards (`tried`), the
@@ -107,6 +116,27 @@ class _Spans(cst.CSTVisitor):
             self.spans[-1]["exits"] = _exits(handler.body)
             self.spans[-1]["catches"] = _names(handler.type) if handler.type is not None else []
             self.spans[-1]["tried"] = list(self._lines(node.body))
+        if node.finalbody is not None:
+            self._add(node.finalbody, "finally", node.finalbody, "finally:", False, node.finalbody.body)
+            self.spans[-1]["tried"] = list(self._lines(node.body))
+
+    def _assign(self, node: cst.CSTNode, targets: list[cst.CSTNode]) -> None:
+        """An assignment statement (kind "assign") and the plain names it binds (`names`)."""
+        names = [n for t in targets for n in _names(t)] if all(
+            isinstance(t, (cst.Name, cst.Tuple, cst.List)) for t in targets) else []
+        if names:
+            self._add(node, "assign", node, self.module.code_for_node(node).strip(), False)
+            self.spans[-1]["names"] = names
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._assign(node, [t.target for t in node.targets])
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._assign(node, [node.target])
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._assign(node, [node.target])
 
     def visit_With(self, node: cst.With) -> None:
         """A `with` statement (kind "with"): its header and body lines; a rank waiting in its context manager's
@@ -114,6 +144,7 @@ class _Spans(cst.CSTVisitor):
         items = ", ".join(self.module.code_for_node(i) for i in node.items)
         self._add(node, "with", node, f"with {items}:", any(reads_rank(i) for i in node.items), node.body)
         self.spans[-1]["line"] = self._lines(node)[0]
+        self.spans[-1]["items"] = [self.module.code_for_node(i.item) for i in node.items]
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         decorators = [self.module.code_for_node(d.decorator) for d in node.decorators]
@@ -123,10 +154,13 @@ class _Spans(cst.CSTVisitor):
 
 
 def spans(source: bytes) -> list[dict]:
-    """Every if / for / while / def / except / with of a module: kind, start/end lines, header line and text, on_rank,
-    and for an if or except the lines of its body and the statement that ends it when it exits (`exits`; an
-    except also the names it `catches`); for a while whether its test is constant (`forever`); and every
-    debugger call (kind "debug"). Raises libcst.ParserSyntaxError on a file that does not parse."""
+    """Every if / for / while / def / except / finally / with of a module: kind, start/end lines, header line and
+    text, on_rank, and for an if or except the lines of its body and the statement that ends it when it exits
+    (`exits`; an except also the names it `catches`, an except or finally the try body's lines, `tried`); for a
+    while whether its test is constant (`forever`) and the names it `reads`; for a with its items' code
+    (`items`); every assignment to plain names (kind "assign", the `names` it binds); every `X.acquire()` and
+    `X.release()` call (kinds "acquire", "release", `lock`: the code of X); and every debugger call or
+    interactive console (kind "debug"). Raises libcst.ParserSyntaxError on a file that does not parse."""
     wrapper = MetadataWrapper(cst.parse_module(source))
     visitor = _Spans(wrapper.module)
     wrapper.visit(visitor)

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
 from distdoctor.hang import jobs  # noqa: E402
-from distdoctor.hang.programs import CASES  # noqa: E402
+from distdoctor.hang.programs import ALL  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -21,7 +21,7 @@ def relative(text: str) -> str:
 
 
 def main(names: list[str]) -> None:
-    for case in CASES:
+    for case in ALL:
         if names and case.name not in names:
             continue
         tmp = Path(tempfile.mkdtemp(prefix="hangsnap_"))
