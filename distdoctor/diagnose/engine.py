@@ -399,7 +399,10 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         evidence_of[cause] += tally.structural.get(cause, [])
     if calibrate.needs_more(evidence_of, scores, first):
         # no signature explains the first failure: compare the log's failures with known ones
-        _compare_with_known(builder, first, references_root, context, scores, evidence_of, matcher, tally.head)
+        # a cause the log's own line named and its conditions ruled out is not brought back by a neighbour
+        ruled = alternatives.ruled_out([tally.sigs[k] for k in (*tally.counts, *tally.agent_echoes)], seen)
+        _compare_with_known(builder, first, references_root, context, scores, evidence_of, matcher, tally.head,
+                            ruled)
 
     ranked = sorted(((c, s) for c, s in scores.items() if s > 0 and c in matcher.entries),
                     key=lambda cs: (-calibrate.order(evidence_of.get(cs[0], [])), -cs[1], cs[0]))
@@ -588,9 +591,11 @@ def _similar_item(m, from_log: bool, how: str) -> dict:
 
 
 def _compare_with_known(builder: EventBuilder, first: Event | None, references_root, context: str | None,
-                        scores: dict, evidence_of: dict, matcher: Matcher, head: bytes = b"") -> None:
+                        scores: dict, evidence_of: dict, matcher: Matcher, head: bytes = b"",
+                        ruled: frozenset[str] | set[str] = frozenset()) -> None:
     """Structural matches of the log's failures (first failure first) with the knowledge base's quotes and the
-    corpus's train cases, then BM25 neighbours of the failure text: new causes, or evidence for named ones."""
+    corpus's train cases, then BM25 neighbours of the failure text: new causes, or evidence for named ones;
+    `ruled`: causes the log's own conditions ruled out (alternatives.ruled_out), which no neighbour brings back."""
     known, events, failures, same_op = _compared(builder, first, references_root)
     for i, (ev, f) in enumerate(zip(events, failures)):
         for m in known.structural([f]):
@@ -603,7 +608,7 @@ def _compare_with_known(builder: EventBuilder, first: Event | None, references_r
         return  # the log itself names a cause: neighbours would only add weaker candidates
     from_log = bool(failures or _plain(head))
     for rank_, m in enumerate(known.similar(_query(failures, head, context))):
-        if m.cause not in matcher.entries or (same_op and m.cause == structure.MISMATCH_CAUSE):
+        if m.cause not in matcher.entries or m.cause in ruled or (same_op and m.cause == structure.MISMATCH_CAUSE):
             continue
         scores[m.cause] += SIMILAR_WEIGHT * m.score / (1 + rank_)  # agreeing with the words adds up
         evidence_of.setdefault(m.cause, []).append(_similar_item(m, from_log, "most like"))
