@@ -14,12 +14,12 @@ from distdoctor.diagnose import (alternatives, calibrate, code_evidence, env_rep
 from distdoctor.diagnose.events import AGENT, ERRORISH, EXC_LINE, FRAME, Event, EventBuilder, Line
 from distdoctor.diagnose.first_failure import blame_awaited, find_first_failure
 from distdoctor.diagnose.matcher import CompiledSignature, Matcher, differs_key, matcher_for
-from distdoctor.knowledge import track_record
 from distdoctor.diagnose.prefixes import (NcclRanks, common_indent, message_rank, parse_timestamp, peel_prefix,
                                            rank_from_path, split_prefix, strip_ansi, torch_rank, torchrun_folder)
 from distdoctor.diagnose.rank_values import RankValues
 from distdoctor.diagnose.scanner import Prefilter
 from distdoctor.diagnose.sources import InputError, ScanStats, Source, expand, spans
+from distdoctor.knowledge import track_record
 
 ECHO_CAUSE = "peer_died_first"
 MAX_EVIDENCE = 5
@@ -268,7 +268,7 @@ def _scan_all(sources, context: str | None, matcher: Matcher, errors: list[dict]
             _scan_source(idx, src, pre, matcher, builder, tally, stats, progress)
         except InputError as exc:
             errors.append({"path": src.name, "error": str(exc), "explicit": src.explicit})
-        except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:  # unreadable file, bad or truncated .gz/.bz2/.xz, permission denied
+        except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:  # unreadable, bad or cut .gz/.bz2/.xz
             errors.append({"path": src.name, "error": f"{src.name}: cannot read: {exc}", "explicit": src.explicit})
         if progress is not None:
             progress(files, stats)
@@ -397,10 +397,10 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
         if cause in symptoms:
             evidence_of[cause] = [{**ev, "symptom": True} for ev in evidence_of[cause]]
         evidence_of[cause] += tally.structural.get(cause, [])
+    # causes the log's own lines named and their conditions ruled out: no neighbour or alternative brings them back
+    ruled = alternatives.ruled_out([tally.sigs[k] for k in (*tally.counts, *tally.agent_echoes)], seen)
     if calibrate.needs_more(evidence_of, scores, first):
         # no signature explains the first failure: compare the log's failures with known ones
-        # a cause the log's own line named and its conditions ruled out is not brought back by a neighbour
-        ruled = alternatives.ruled_out([tally.sigs[k] for k in (*tally.counts, *tally.agent_echoes)], seen)
         _compare_with_known(builder, first, references_root, context, scores, evidence_of, matcher, tally.head,
                             ruled)
 
@@ -433,9 +433,8 @@ def diagnose_sources(sources, context: str | None = None, references_root=None,
                        "check": calibrate.check_for(e), "evidence": evidence[:MAX_EVIDENCE]})
     verdict = calibrate.verdict(causes)
     if verdict == "confident" and len(causes) <= alternatives.ALTERNATIVES:
-        ruled = alternatives.ruled_out([tally.sigs[k] for k in (*tally.counts, *tally.agent_echoes)], seen)
         if tally.store_waits:
-            ruled.add(store_wait.REACHED)  # the store answered: not unreachable, however alike the text
+            ruled = ruled | {store_wait.REACHED}  # the store answered: not unreachable, however alike the text
         causes += _alternatives(builder, first, references_root, context, matcher, tally.head, causes, ruled)
     for i, c in enumerate(causes):
         c["role"] = "candidate" if verdict != "confident" else "top" if i == 0 else "alternative"

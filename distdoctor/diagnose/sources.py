@@ -276,9 +276,10 @@ def _unpaste(chunk: bytes) -> bytes:
 def _binary(head: bytes) -> bool:
     """A binary file: NUL bytes in more than 1% of the input's first bytes, or NULs among bytes that are mostly not
     text (control bytes, invalid UTF-8: a core dump, an image, random data). A log has at most a stray NUL."""
-    if head.count(b"\x00") > max(1, len(head) // 100):
+    nuls = head.count(b"\x00")
+    if nuls > max(1, len(head) // 100):
         return True
-    if not head.count(b"\x00"):
+    if not nuls:
         return False
     text = head.decode("utf-8", errors="replace")
     odd = sum(ch == "\ufffd" or (ch < " " and ch not in "\t\n\r\f\v\b\x1b") for ch in text)

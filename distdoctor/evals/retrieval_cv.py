@@ -135,6 +135,19 @@ def signature_cases(cases: tuple[CorpusCase, ...],
     return out
 
 
+def own_signatures_dropper(matched: dict[tuple[str, int], set[str]]
+                           ) -> Callable[[list[CorpusCase]], AbstractContextManager]:
+    """For diagnosed()'s fold_context: a fold goes without the signatures that only its cases match (`matched`:
+    signature_cases of the whole split), those written from its logs as far as the corpus can tell."""
+    from distdoctor.diagnose.matcher import without_signatures
+
+    def own_signatures_out(fold: list[CorpusCase]) -> AbstractContextManager:
+        ids = {c.id for c in fold}
+        return without_signatures({k for k, where in matched.items() if where <= ids})
+
+    return own_signatures_out
+
+
 def diagnosed(cases: tuple[CorpusCase, ...], folds: int, references_root: Path | None = None,
               fold_context: Callable[[list[CorpusCase]], AbstractContextManager] | None = None,
               ) -> Iterator[tuple[CorpusCase, dict]]:
@@ -154,7 +167,6 @@ def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path 
                  drop_own: bool = False) -> dict:
     """The whole diagnosis, each fold with its cases left out of retrieval (and, with drop_own, the signatures
     only its cases match left out of the matcher)."""
-    from distdoctor.diagnose.matcher import without_signatures
     from distdoctor.diagnose.retrieval import use_corpus
 
     every, fallback, confident = Tally(), Tally(), Tally()
@@ -163,13 +175,9 @@ def diagnosis_cv(root: Path = CORPUS, folds: int = FOLDS, references_root: Path 
     cases = train_cases(str(root))
     matched = signature_cases(cases, references_root) if drop_own else {}
 
-    def own_signatures_out(fold: list[CorpusCase]) -> AbstractContextManager:
-        ids = {c.id for c in fold}
-        return without_signatures({k for k, where in matched.items() if where <= ids})
-
     use_corpus(root)
     try:
-        for c, r in diagnosed(cases, folds, references_root, own_signatures_out):
+        for c, r in diagnosed(cases, folds, references_root, own_signatures_dropper(matched)):
             ranked = [x["id"] for x in r["causes"]]
             every.add(c.cause, ranked)
             (fallback if r["verdict"] != "confident" else confident).add(c.cause, ranked)

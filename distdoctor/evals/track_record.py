@@ -59,21 +59,15 @@ def tally(answers: Iterable[tuple[str, str | None, str]]) -> dict[str, dict[str,
 
 def measure(root: Path = CORPUS, references_root: Path | None = None) -> tuple[dict[str, dict[str, Record]], int]:
     """The records over the train split's printed logs, and how many logs that was."""
-    from distdoctor.diagnose.matcher import without_signatures
     from distdoctor.diagnose.retrieval import use_corpus
-    from distdoctor.evals.retrieval_cv import diagnosed, signature_cases
+    from distdoctor.evals.retrieval_cv import diagnosed, own_signatures_dropper, signature_cases
 
     cases = tuple(c for c in train_cases(str(root)) if c.text != "prose")
-    matched = signature_cases(cases, references_root)
-
-    def own_signatures_out(fold):
-        ids = {c.id for c in fold}
-        return without_signatures({k for k, where in matched.items() if where <= ids})
-
+    dropper = own_signatures_dropper(signature_cases(cases, references_root))
     answers = []
     use_corpus(root)
     try:
-        for i, (c, r) in enumerate(diagnosed(cases, 0, references_root, own_signatures_out), 1):
+        for i, (c, r) in enumerate(diagnosed(cases, 0, references_root, dropper), 1):
             answers.append((c.cause, r["causes"][0]["id"] if r["causes"] else None, r["verdict"]))
             if i % 100 == 0:
                 print(f"track_record: {i}/{len(cases)} logs", file=sys.stderr)
