@@ -715,7 +715,7 @@ def _next_step(causes: list[dict], first: Event | None, quiet_log: bool = False,
                 "TORCH_DISTRIBUTED_DEBUG=INFO and NCCL_DEBUG=INFO, and a short init_process_group timeout; "
                 "if it hangs, dump every rank's stack (py-spy dump --pid PID) and diagnose those logs.")
     if first is None and named is not None:
-        return (f"No rank's own error is in these logs: torchrun's summary names rank {named} as the first failure, "
+        return (f"No rank's own error is in these logs: the launcher's summary names rank {named} as the first failure, "
                 f"and the other lines only echo it (SIGTERM, exit codes, lost connections). Read rank {named}'s own "
                 "error: its output before the summary, or re-run with per-rank logs (torchrun --log-dir DIR --tee 3) "
                 "and diagnose the folder.")

@@ -24,7 +24,9 @@ AGENT = re.compile(r"torch/distributed/elastic/|torch/distributed/run\.py|torch/
                    r"ChildFailedError|closing signal SIG|Root Cause \(first observed failure\)|"
                    r"torch\.distributed\.elastic|elastic_launch|launch_agent|"
                    r"^\s*(?:exitcode|error_file|traceback|host|time|rank)\s+:|^\S+\.py FAILED\s*$|"
-                   r"^srun: error: \S+: tasks? [\d,-]+: ")
+                   r"^srun: error: \S+: tasks? [\d,-]+: |"
+                   # MosaicML Composer's launcher (composer/cli/launcher.py) on the first rank it found dead
+                   r"\bRank \d+ crashed with exit code -?\d+")
 # Consequences of another rank's failure (log syntax of gloo, NCCL and the agent).
 ECHO = re.compile(r"Connection closed by (?:remote )?peer|Connection reset by peer|closing signal SIGTERM|"
                   r"Signal 15 \(SIGTERM\)|Watchdog caught collective operation timeout|detected by watchdog|"
@@ -41,7 +43,9 @@ AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P
                           # torch.multiprocessing.spawn's parent names the process (its index) that failed
                           r"|[Pp]rocess (?P<spawned>\d+) terminated with (?:signal|exit code|the following error)"
                           # Open MPI's mpirun names the MPI_COMM_WORLD rank (a global rank) that died of a signal
-                          r"|mpirun noticed that process rank (?P<mpi>\d+) with PID \S+ on node \S+ exited on signal")
+                          r"|mpirun noticed that process rank (?P<mpi>\d+) with PID \S+ on node \S+ exited on signal"
+                          # Composer's launcher names the global rank it found dead first
+                          r"|\bRank (?P<composer>\d+) crashed with exit code -?\d+")
 DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
@@ -352,7 +356,7 @@ class EventBuilder:
         if self.agent_failed is None:
             m = AGENT_FAILED.search(body)
             if m:  # torchrun's "local_rank: N" is a local rank; spawn's process index is the rank
-                rank = int(m["rank"] or m["spawned"] or m["mpi"])
+                rank = int(m["rank"] or m["spawned"] or m["mpi"] or m["composer"])
                 self.agent_failed = Line(ln.src, ln.file, ln.line, rank, ln.ts, ln.text,
                                          ln.hits, body, local=m["rank"] is not None, task=ln.task)
         cont = self._colon.pop(ln.src, None)

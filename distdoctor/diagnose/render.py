@@ -120,7 +120,7 @@ def render(result: dict) -> str:
             who = f"rank {ff['rank']}"
         else:
             who = "rank unknown"
-        seen = {"agent": " (as reported by the launcher: torchrun's summary or srun)",
+        seen = {"agent": " (as reported by the launcher: torchrun's summary, srun, mpirun, spawn or Composer)",
                 "peers": " (named by its peers' errors)"}.get(ff.get("seen_by", ""), "") if not ff.get("waiting") else ""
         out.append(f"First failure: {who}{seen} at {ff['file']}:{ff['line']}")
         out.append(f"    {_clip(ff['text'])}")
