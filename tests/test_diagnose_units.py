@@ -543,7 +543,8 @@ def test_common_indent(head, indent):
 
 def test_composer_launcher_line_names_the_rank_it_found_dead():
     """MosaicML Composer's launcher logs `Rank N crashed with exit code C.` for the first rank it finds dead (a
-    global rank): that rank is the first failure, seen by the launcher. Line: https://github.com/mosaicml/diffusion/issues/140 (a segfault, -11, with no other error printed)."""
+    global rank): that rank is the first failure, seen by the launcher. Line:
+    https://github.com/mosaicml/diffusion/issues/140 (a segfault, -11, with no other error printed)."""
     log = "ERROR:composer.cli.launcher:Rank 0 crashed with exit code -11.\n"
     r = diagnose_text(log)
     assert r["first_failure"]["rank"] == 0 and "launcher's summary names rank 0" in r["next_step"], r["first_failure"]

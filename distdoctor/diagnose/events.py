@@ -19,14 +19,15 @@ ERRORISH = re.compile(r"Error\b|Error:|Exception\b|ERROR(?!_HANDLING\b)|Fatal Py
                       r"Segmentation fault|: error:|^\[?[EF]\d{3,4} \d\d:|^\[[EF] |FAILED|Aborted|core dumped|"
                       # NCCL reports its errors as WARN: "NCCL WARN ...", in 2.2 "include/socket.h:360 WARN ..."
                       r"^(?:[\w/.-]+\.(?:cc|cu|h|cpp|c):\d+ )?NCCL WARN |^[\w/.-]+\.(?:cc|cu|h|cpp|c):\d+ WARN ")
+# MosaicML Composer's launcher (composer/cli/launcher.py) on the first rank it found dead (a global rank): a
+# launcher's summary (AGENT) that names the failed rank (AGENT_FAILED)
+COMPOSER_CRASHED = r"\bRank (?P<composer>\d+) crashed with exit code -?\d+"
 # The torchrun agent's own output: summaries of failures it saw, not failures of its own.
 AGENT = re.compile(r"torch/distributed/elastic/|torch/distributed/run\.py|torch/distributed/launcher/|"
                    r"ChildFailedError|closing signal SIG|Root Cause \(first observed failure\)|"
                    r"torch\.distributed\.elastic|elastic_launch|launch_agent|"
                    r"^\s*(?:exitcode|error_file|traceback|host|time|rank)\s+:|^\S+\.py FAILED\s*$|"
-                   r"^srun: error: \S+: tasks? [\d,-]+: |"
-                   # MosaicML Composer's launcher (composer/cli/launcher.py) on the first rank it found dead
-                   r"\bRank \d+ crashed with exit code -?\d+")
+                   r"^srun: error: \S+: tasks? [\d,-]+: |" + COMPOSER_CRASHED)
 # Consequences of another rank's failure (log syntax of gloo, NCCL and the agent).
 ECHO = re.compile(r"Connection closed by (?:remote )?peer|Connection reset by peer|closing signal SIGTERM|"
                   r"Signal 15 \(SIGTERM\)|Watchdog caught collective operation timeout|detected by watchdog|"
@@ -44,8 +45,7 @@ AGENT_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P
                           r"|[Pp]rocess (?P<spawned>\d+) terminated with (?:signal|exit code|the following error)"
                           # Open MPI's mpirun names the MPI_COMM_WORLD rank (a global rank) that died of a signal
                           r"|mpirun noticed that process rank (?P<mpi>\d+) with PID \S+ on node \S+ exited on signal"
-                          # Composer's launcher names the global rank it found dead first
-                          r"|\bRank (?P<composer>\d+) crashed with exit code -?\d+")
+                          r"|" + COMPOSER_CRASHED)
 DEAD_PEER = re.compile(r"Connection closed by localRank (?P<rank>\d+)")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:?\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)|.*\)exitcode: (?P<code2>-?\d+)")
