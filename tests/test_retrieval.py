@@ -59,6 +59,29 @@ def test_a_document_left_out_is_out_of_the_statistics():
     assert "cause_c" in [m.cause for m in back.similar(query)]
 
 
+def test_the_index_over_shared_token_ids_scores_as_one_built_from_the_kept_words():
+    """The index is fed token ids of one vocabulary over all documents: with a document left out (and a query
+    word only that document has) its scores are bm25s's own over the kept documents' words, to the bit; leaving
+    out an id the index does not hold (a held-out case) does not rebuild it."""
+    import bm25s
+    import numpy as np
+
+    docs = [_doc("corpus:a", "cause_a", "store timeout rendezvous socket"),
+            _doc("corpus:b", "cause_b", "socket timeout gloo connect connect"),
+            _doc("corpus:c", "cause_c", "rendezvous socket socket socket closed")]
+    q = retrieval_tokens("rendezvous socket closed timeout connect")
+    known = KnownFailures(docs)
+    with excluding({"corpus:c"}):
+        bm25, kept = known._index()
+        got = bm25.get_scores(q)
+    ref = bm25s.BM25(k1=retrieval.BM25_K1, b=retrieval.BM25_B)
+    ref.index([retrieval_tokens(d[3]) for d in docs[:2]], show_progress=False)
+    assert kept == [0, 1] and np.array_equal(got, ref.get_scores(q))
+    whole = known._index()[0]
+    with excluding({"corpus:heldout_case"}):
+        assert known._index()[0] is whole
+
+
 def test_query_holds_the_failure_and_the_description():
     log = "[rank1]: Traceback (most recent call last):\n[rank1]: " + RESET + "\n"
     q = retrieval_query(log, context="two nodes, torchrun --nnodes 2")

@@ -123,6 +123,7 @@ class KnownFailures:
         self.failures = failures
         self._bm25: tuple[frozenset[str], object] | None = None
         self._tokens = doc_tokens
+        self._ids: tuple[list[list[int]], dict[str, int]] | None = None
 
     def tokens(self) -> list[list[str]]:
         """Each document's BM25 tokens (computed once)."""
@@ -156,18 +157,28 @@ class KnownFailures:
                     best[k.cause] = Match(k.cause, k.where, k.doc_id, round(s, 3), k.failure.message)
         return sorted(best.values(), key=lambda m: (-m.score, m.cause))
 
+    def _token_ids(self) -> tuple[list[list[int]], dict[str, int]]:
+        """Each document's tokens as ids of one vocabulary over all documents (computed once). A word that only
+        a left-out document has is in no indexed document, so it adds nothing to any score: an index over
+        these ids scores exactly as one built from the kept documents' own words."""
+        if self._ids is None:
+            vocab: dict[str, int] = {"": 0}
+            ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in self.tokens()]
+            self._ids = (ids, vocab)
+        return self._ids
+
     def _index(self) -> tuple[object, list[int]]:
         """BM25 over the documents not left out, and their positions in `docs`: a document left out is out of
-        the index's statistics too, as a log nobody has seen. The last index is kept (a fold of an evaluation
-        leaves the same documents out for all its cases)."""
+        the index's statistics too, as a log nobody has seen. The last index is kept, keyed by the documents
+        actually left out (scoring a held-out case leaves out nothing the index has, so it is not rebuilt)."""
         kept = [i for i, d in enumerate(self.docs) if d[0] not in _EXCLUDED]
-        key = frozenset(_EXCLUDED)
+        key = frozenset(d[0] for d in self.docs if d[0] in _EXCLUDED)
         if self._bm25 is None or self._bm25[0] != key:
             import bm25s  # imported on first use: a log with signature evidence never needs it
 
-            doc_tokens = self.tokens()
+            ids, vocab = self._token_ids()
             bm25 = bm25s.BM25(k1=BM25_K1, b=BM25_B)
-            bm25.index([doc_tokens[i] for i in kept], show_progress=False)
+            bm25.index(([ids[i] for i in kept], dict(vocab)), show_progress=False)
             self._bm25 = (key, bm25)
         return self._bm25[1], kept
 
