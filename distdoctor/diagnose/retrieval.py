@@ -121,7 +121,7 @@ class KnownFailures:
             failures = [Known(cause, where, doc_id, failure_of_text(line, frames))
                         for doc_id, cause, where, text in docs for line, frames in dict.fromkeys(error_lines(text))]
         self.failures = failures
-        self._bm25: tuple[frozenset[str], object] | None = None
+        self._bm25: tuple[tuple[int, ...], object] | None = None
         self._tokens = doc_tokens
         self._ids: tuple[list[list[int]], dict[str, int]] | None = None
 
@@ -170,9 +170,9 @@ class KnownFailures:
     def _index(self) -> tuple[object, list[int]]:
         """BM25 over the documents not left out, and their positions in `docs`: a document left out is out of
         the index's statistics too, as a log nobody has seen. The last index is kept, keyed by the documents
-        actually left out (scoring a held-out case leaves out nothing the index has, so it is not rebuilt)."""
+        it holds (scoring a held-out case leaves out nothing the index has, so it is not rebuilt)."""
         kept = [i for i, d in enumerate(self.docs) if d[0] not in _EXCLUDED]
-        key = frozenset(d[0] for d in self.docs if d[0] in _EXCLUDED)
+        key = tuple(kept)
         if self._bm25 is None or self._bm25[0] != key:
             import bm25s  # imported on first use: a log with signature evidence never needs it
 
