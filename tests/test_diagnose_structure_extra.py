@@ -69,6 +69,21 @@ def test_one_process_on_two_gpus_points_at_foreign_allocation():
     assert all(c["level"] != "structural" for c in diagnose_text(rows.splitlines()[0] + "\n")["causes"])
 
 
+def test_several_small_processes_of_one_program_on_one_gpu_whatever_its_name():
+    """A packaged trainer (not a `python` process) still reads as the job's own when it is listed on a GPU
+    several times: rows quoted from https://github.com/pytorch/pytorch/issues/49481 (every local rank holds
+    ~870 MiB on GPU 0 beside rank 0's memory); a lone row of another program is not the job's."""
+    rows = "".join(f"|    0   N/A  N/A   {pid}      C   [xarexec] ./dlrm_hack2.par        {mib}MiB |\n"
+                   for pid, mib in ((2695172, 26167), (2695173, 871), (2695174, 871), (2695178, 871)))
+    r = diagnose_text(rows)
+    assert r["causes"][0]["id"] == "torch_load_no_map_location" and r["causes"][0]["level"] == "structural"
+    assert "4 processes hold memory on GPU 0" in r["causes"][0]["evidence"][0]["proves"]
+    # one program on two GPUs, rows quoted from https://github.com/XuehaiPan/nvitop/issues/152
+    other = ("|    0   N/A  N/A     10734      C   ...-x86_64-Release/abcdefgh/foo_bar         160MiB |\n"
+             "|    1   N/A  N/A     10734      C   ...-x86_64-Release/abcdefgh/foo_bar         160MiB |\n")
+    assert all(c["level"] != "structural" for c in diagnose_text(other)["causes"])
+
+
 def test_collective_mismatch_names_its_reporting_rank():
     # https://github.com/Lightning-AI/pytorch-lightning/issues/19106: torch's ProcessGroupWrapper names its own
     # rank first ("Rank <self> is running collective: ..., but Rank <other> is running ...")
