@@ -19,9 +19,10 @@ case "$task" in
   setup) ;;
   demo) exec .venv/bin/python scripts/demo.py "$@" ;;
   # test files run in parallel worker processes (pytest-xdist), a whole file per worker so that its
-  # module fixtures (a Slurm cluster, a set of live hangs) start once; DISTDOCTOR_TEST_WORKERS=1 runs serially
+  # module fixtures (a Slurm cluster, a set of live hangs) start once, the longest files first (tests/conftest.py);
+  # DISTDOCTOR_TEST_WORKERS=1 runs serially
   test) workers=${DISTDOCTOR_TEST_WORKERS:-$(n=$(nproc 2>/dev/null || echo 2); echo $(( n < 2 ? 2 : (n > 4 ? 4 : n) )))}
         if [ "$workers" -le 1 ]; then exec .venv/bin/python -m pytest -q "$@"; fi
-        exec .venv/bin/python -m pytest -q -n "$workers" --dist loadfile "$@" ;;
+        exec .venv/bin/python -m pytest -q -n "$workers" --dist loadfile --no-loadscope-reorder "$@" ;;
   *) echo "usage: bash scripts/dev.sh demo|test|setup [args]" >&2; exit 2 ;;
 esac

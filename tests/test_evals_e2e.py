@@ -48,6 +48,8 @@ def test_closed_loop_every_program(tmp_path: Path) -> None:
         steps = {s["name"]: s for s in x["steps"]}
         if x["status"] != "skipped" and steps["diagnose"]["ok"]:
             assert x["passed"], f"{x['program']}: right diagnosis, but the loop failed\n{report}"
+        if x["passed"]:  # the patched copy trained alike on both ranks (tests/test_patch_runs_* rely on these reruns)
+            assert sorted(x["checksums"]) == ["0", "1"] and len(set(x["checksums"].values())) == 1, x
     peer = next(x for x in loop if x["cause"] == "peer_died_first")
     assert peer["passed"] and [s["name"] for s in peer["steps"]] == ["run", "diagnose", "patch", "rerun"]
     assert sum(x["passed"] for x in loop) >= MIN_E2E_PASSED, report

@@ -72,6 +72,7 @@ class LoopResult:
     steps: list[Step] = field(default_factory=list)
     diagnosed: str | None = None
     patches: list[str] = field(default_factory=list)
+    checksums: dict[int, str] = field(default_factory=dict)  # {rank: checksum} its rerun's DISTDOCTOR_OK lines printed
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -161,6 +162,19 @@ def apply_patches(directory: Path, ids: list[str]) -> tuple[bool, str]:
     if proc.returncode != 0:
         return False, (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]
     return True, report or "(no change reported)"
+
+
+def patched_source(program: str) -> str:
+    """The source the closed loop reruns for a manifest program whose cause it diagnosed: a copy patched by
+    every patch of that cause, as in run_entry (tests that patch the program their own way compare with it)."""
+    [e] = [e for e in load_manifest() if e.program == program]
+    with tempfile.TemporaryDirectory(prefix="distdoctor-e2e-") as tmp:
+        copy = Path(tmp) / Path(program).name
+        shutil.copy2(paths.ROOT / program, copy)
+        ok, report = apply_patches(Path(tmp), patches_for(e.cause))
+        if not ok:
+            raise RuntimeError(f"{program}: {report}")
+        return copy.read_text(encoding="utf-8")
 
 
 def finished_ranks(output: str) -> set[int]:
@@ -306,6 +320,7 @@ def run_entry(e: Entry, progress: bool = True, diagnose: Callable[[str], dict] |
             r = run_torchrun(work / src.name, NPROC, args, timeout=e.timeout, cwd=work, env=env)
             done = finished_ranks(r.output)
         rerun_ok = succeeded(r) and done >= set(range(NPROC))
+        res.checksums = runner.finished_ranks(r.output)
         if rerun_ok and not r.ok:
             note += " (torch's gloo teardown abort after every rank finished: accepted, see references/backends.md)"
         how = "timed out" if r.timed_out else f"exit {r.returncode}"
