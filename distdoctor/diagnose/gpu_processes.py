@@ -10,7 +10,7 @@ created on a fixed device. That is structural evidence of `torch_load_no_map_loc
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 ANCHORS = ("MiB |",)
@@ -41,7 +41,7 @@ class GpuProcesses:
     def job_rows(self) -> list[tuple[int, int, int, dict]]:
         """The rows of the job's processes: a Python interpreter, or a program (a packaged trainer, a
         launcher-renamed binary) listed at least SAME_NAME times; a desktop's or another tool's lone row is not."""
-        count = {n: self.names.count(n) for n in set(self.names)}
+        count = Counter(self.names)
         return [row for row, name in zip(self.rows, self.names)
                 if "python" in name.lower() or count[name] >= SAME_NAME]
 

@@ -169,12 +169,20 @@ def patched_source(program: str) -> str:
     every patch of that cause, as in run_entry (tests that patch the program their own way compare with it)."""
     [e] = [e for e in load_manifest() if e.program == program]
     with tempfile.TemporaryDirectory(prefix="distdoctor-e2e-") as tmp:
-        copy = Path(tmp) / Path(program).name
-        shutil.copy2(paths.ROOT / program, copy)
+        copy = copy_program(paths.ROOT / program, Path(tmp))
         ok, report = apply_patches(Path(tmp), patches_for(e.cause))
         if not ok:
             raise RuntimeError(f"{program}: {report}")
         return copy.read_text(encoding="utf-8")
+
+
+def copy_program(src: Path, work: Path) -> Path:
+    """Copy a manifest program and its `_*.py` helpers into `work`, where the loop patches and reruns them;
+    returns the copy of the program."""
+    shutil.copy2(src, work / src.name)
+    for helper in src.parent.glob("_*.py"):
+        shutil.copy2(helper, work / helper.name)
+    return work / src.name
 
 
 def finished_ranks(output: str) -> set[int]:
@@ -277,9 +285,7 @@ def run_entry(e: Entry, progress: bool = True, diagnose: Callable[[str], dict] |
     # 3. apply the chosen patch (every patch of the diagnosed cause) to a temporary copy
     with tempfile.TemporaryDirectory(prefix="distdoctor-e2e-") as tmp:
         work = Path(tmp)
-        shutil.copy2(src, work / src.name)
-        for helper in src.parent.glob("_*.py"):
-            shutil.copy2(helper, work / helper.name)
+        copy_program(src, work)
         args = list(e.args)
         t0 = time.monotonic()
         ids = patches_for(res.diagnosed) if res.diagnosed else []
@@ -310,17 +316,17 @@ def run_entry(e: Entry, progress: bool = True, diagnose: Callable[[str], dict] |
         say("rerunning")
         env = switches_for(res.patches) if e.fix_args is None else {}
         r = run_torchrun(work / src.name, NPROC, args, timeout=e.timeout, cwd=work, env=env)
-        done = finished_ranks(r.output)
+        res.checksums = runner.finished_ranks(r.output)
         note = ""
-        if not succeeded(r) and not r.timed_out and done >= set(range(NPROC)):
+        if not succeeded(r) and not r.timed_out and set(res.checksums) >= set(range(NPROC)):
             # every rank finished but the job's exit status is not 0 for another reason than gloo's
             # teardown abort: run once more and say so, rather than hide it or fail on a shutdown hiccup
             note = f" (retried: the first rerun exited {r.returncode} after every rank finished: " \
                    f"{last_error(r.output)[:120]})"
             r = run_torchrun(work / src.name, NPROC, args, timeout=e.timeout, cwd=work, env=env)
-            done = finished_ranks(r.output)
+            res.checksums = runner.finished_ranks(r.output)
+        done = set(res.checksums)
         rerun_ok = succeeded(r) and done >= set(range(NPROC))
-        res.checksums = runner.finished_ranks(r.output)
         if rerun_ok and not r.ok:
             note += " (torch's gloo teardown abort after every rank finished: accepted, see references/backends.md)"
         how = "timed out" if r.timed_out else f"exit {r.returncode}"
